@@ -1,0 +1,204 @@
+//! The HTTP client behind the bridge: reqwest with a redirect policy and a resolver that
+//! both enforce the origin policy, and the credential added last.
+
+use std::error::Error as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::{Method, redirect};
+use url::Url;
+
+use super::auth::Scrubber;
+use super::policy::OriginPolicy;
+use super::resolver::{GuardedResolver, RefusedAddress};
+use super::{EgressConfig, EgressError, EgressLimits};
+
+const MAX_REDIRECTS: usize = 5;
+
+/// A request that passed every check and may be sent (and re-sent, for retries).
+#[derive(Debug, Clone)]
+pub struct CheckedRequest {
+    pub method: Method,
+    pub url: Url,
+    pub headers: HeaderMap,
+    pub body: Option<bytes::Bytes>,
+}
+
+/// What came back, before it is scrubbed and handed to the script.
+pub struct RawResponse {
+    pub status: reqwest::StatusCode,
+    pub url: Url,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+}
+
+/// The long-lived part of egress: configuration, HTTP client and the runtime it runs on.
+pub struct Client {
+    pub config: EgressConfig,
+    policy: Arc<OriginPolicy>,
+    scrubber: Scrubber,
+    http: reqwest::Client,
+    pub runtime: tokio::runtime::Handle,
+}
+
+/// Why a redirect was not followed; found again in reqwest's error chain.
+#[derive(Debug)]
+struct RedirectRefusal {
+    location: String,
+}
+
+impl std::fmt::Display for RedirectRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "redirect to {} refused", self.location)
+    }
+}
+
+impl std::error::Error for RedirectRefusal {}
+
+impl Client {
+    pub fn new(config: EgressConfig) -> Result<Self, EgressError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            EgressError::Setup("egress must be created inside a tokio runtime".into())
+        })?;
+        let policy = Arc::new(OriginPolicy::new(
+            std::iter::once(&config.base_url).chain(&config.extra_origins),
+        )?);
+        let redirect_policy = {
+            let policy = policy.clone();
+            redirect::Policy::custom(move |attempt| {
+                if attempt.previous().len() >= MAX_REDIRECTS {
+                    attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+                } else if policy.check(attempt.url()).is_err() {
+                    let location = attempt.url().origin().ascii_serialization();
+                    attempt.error(RedirectRefusal { location })
+                } else {
+                    attempt.follow()
+                }
+            })
+        };
+        let http = reqwest::Client::builder()
+            .redirect(redirect_policy)
+            .dns_resolver(Arc::new(GuardedResolver::new(policy.clone())))
+            .no_proxy()
+            .user_agent(concat!("sdkbox/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| EgressError::Setup(e.to_string()))?;
+        let scrubber = Scrubber::new(config.credential.as_ref());
+        Ok(Self {
+            config,
+            policy,
+            scrubber,
+            http,
+            runtime,
+        })
+    }
+
+    pub fn policy(&self) -> &OriginPolicy {
+        &self.policy
+    }
+
+    pub fn scrubber(&self) -> &Scrubber {
+        &self.scrubber
+    }
+
+    pub fn limits(&self) -> &EgressLimits {
+        &self.config.limits
+    }
+
+    /// Sends one attempt and reads the body up to the size limit.
+    pub async fn send_once(
+        &self,
+        request: &CheckedRequest,
+        timeout: Duration,
+    ) -> Result<RawResponse, EgressError> {
+        let shown = self.scrubber.scrub(request.url.as_str()).into_owned();
+        let mut builder = self
+            .http
+            .request(request.method.clone(), request.url.clone())
+            .headers(request.headers.clone())
+            .timeout(timeout);
+        if let Some(body) = &request.body {
+            builder = builder.body(body.clone());
+        }
+        if let Some(credential) = &self.config.credential {
+            builder = credential.apply(builder);
+        }
+        let mut response = builder
+            .send()
+            .await
+            .map_err(|e| self.classify(e, &shown, timeout))?;
+        let limit = self.config.limits.max_response_bytes;
+        let too_large = || EgressError::ResponseTooLarge {
+            url: shown.clone(),
+            limit,
+        };
+        if response.content_length().is_some_and(|n| n > limit as u64) {
+            return Err(too_large());
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| self.classify(e, &shown, timeout))?
+        {
+            if body.len() + chunk.len() > limit {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(RawResponse {
+            status: response.status(),
+            url: response.url().clone(),
+            headers: response.headers().clone(),
+            body,
+        })
+    }
+
+    /// Turns a reqwest failure into the error the script sees, secret scrubbed.
+    fn classify(&self, error: reqwest::Error, url: &str, timeout: Duration) -> EgressError {
+        let mut source = error.source();
+        while let Some(cause) = source {
+            if let Some(refused) = cause.downcast_ref::<RefusedAddress>() {
+                return EgressError::PrivateAddress {
+                    host: refused.host.clone(),
+                };
+            }
+            if let Some(refused) = cause.downcast_ref::<RedirectRefusal>() {
+                return EgressError::RedirectRefused {
+                    location: refused.location.clone(),
+                    allowed: self.policy.describe(),
+                };
+            }
+            source = cause.source();
+        }
+        if error.is_timeout() {
+            return EgressError::Timeout {
+                url: url.to_owned(),
+                millis: timeout.as_millis(),
+            };
+        }
+        let mut reason = String::new();
+        let mut source = error.source();
+        while let Some(cause) = source {
+            reason.push_str(": ");
+            reason.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        let reason = format!("{}{reason}", error.without_url());
+        EgressError::Network {
+            url: url.to_owned(),
+            reason: self.scrubber.scrub(&reason).into_owned(),
+        }
+    }
+}
+
+/// Parses a header pair from the script, refusing malformed names and values.
+pub fn header_pair(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), EgressError> {
+    let invalid = || EgressError::InvalidHeader {
+        name: name.to_owned(),
+    };
+    let name_ok = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
+    let value_ok = HeaderValue::from_str(value).map_err(|_| invalid())?;
+    Ok((name_ok, value_ok))
+}

@@ -1,0 +1,101 @@
+//! The only way out of the sandbox: every HTTP request a script makes goes through here.
+//!
+//! Invariants:
+//! - a request leaves only for an allowed origin ([`policy`]), also after redirects, and only
+//!   to addresses that policy accepts once the host name is resolved ([`resolver`]);
+//! - only this module reads the provider secret ([`auth`]); it is injected here, after the
+//!   script's own credential headers are dropped, and scrubbed from everything sent back;
+//! - each execution gets an [`EgressSession`] that bounds count, size and time, and records
+//!   every call in one log: the one place where provider traffic can be observed.
+
+mod auth;
+mod client;
+mod error;
+mod policy;
+mod resolver;
+mod session;
+
+pub use auth::{AuthScheme, Credential, Scrubber, Secret};
+pub use error::EgressError;
+pub use policy::OriginPolicy;
+pub use session::{CallRecord, EgressSession, ScriptRequest, ScriptResponse, UrlKind};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use url::Url;
+
+/// Per-execution bounds on network use; defaults suit an agent calling a public API.
+#[derive(Debug, Clone)]
+pub struct EgressLimits {
+    /// Requests one execution may send, retries included.
+    pub max_requests: u32,
+    /// Largest response body accepted, in bytes.
+    pub max_response_bytes: usize,
+    /// Largest request body the script may send, in bytes.
+    pub max_request_bytes: usize,
+    /// Time one request may take, capped by the execution's own deadline.
+    pub request_timeout: Duration,
+}
+
+impl Default for EgressLimits {
+    fn default() -> Self {
+        Self {
+            max_requests: 50,
+            max_response_bytes: 10 * 1024 * 1024,
+            max_request_bytes: 10 * 1024 * 1024,
+            request_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+/// Everything egress needs to know about one provider, validated once at startup.
+#[derive(Debug, Clone)]
+pub struct EgressConfig {
+    /// Where relative URLs and `api.request` paths point.
+    pub base_url: Url,
+    /// Origins besides the base URL's that scripts may reach.
+    pub extra_origins: Vec<Url>,
+    /// The provider credential, if any, and how to present it.
+    pub credential: Option<Credential>,
+    /// Bounds for each execution.
+    pub limits: EgressLimits,
+}
+
+/// A handle to the egress bridge, cheap to clone and shared by all executions.
+///
+/// It owns the HTTP client (and its connection pool) on the long-lived tokio runtime, so
+/// the per-execution runtimes only ever hand requests over to it.
+#[derive(Clone)]
+pub struct Egress {
+    inner: Arc<client::Client>,
+}
+
+impl Egress {
+    /// Builds the bridge; must be called inside the long-lived tokio runtime.
+    pub fn new(config: EgressConfig) -> Result<Self, EgressError> {
+        Ok(Self {
+            inner: Arc::new(client::Client::new(config)?),
+        })
+    }
+
+    /// Opens the budget and call log of one execution.
+    pub fn session(
+        &self,
+        deadline: tokio::time::Instant,
+        cancel: CancellationToken,
+    ) -> EgressSession {
+        EgressSession::new(self.inner.clone(), deadline, cancel)
+    }
+
+    /// Removes the secret from text bound for the script or its caller.
+    pub fn scrubber(&self) -> &Scrubber {
+        self.inner.scrubber()
+    }
+
+    /// The origins scripts may reach, for error messages and docs.
+    pub fn policy(&self) -> &OriginPolicy {
+        self.inner.policy()
+    }
+}

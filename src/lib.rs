@@ -1,0 +1,8 @@
+//! sdkbox: a code-mode MCP server. A model searches one provider's API docs and runs
+//! TypeScript against its SDK in a sandbox whose only way out is the egress bridge.
+//!
+//! Data flows one way: spec -> model -> (SDK, docs index) -> server -> tools -> sandbox ->
+//! egress. See ARCHITECTURE.md for the map and the invariants.
+
+pub mod egress;
+pub mod sandbox;

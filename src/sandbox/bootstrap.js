@@ -1,0 +1,369 @@
+// The sandbox prelude: runs once in each fresh runtime, before the model's code.
+//
+// It takes what it needs from deno_core (three sdkbox ops and the timer functions), installs
+// `console`, `fetch`, `api`, timers and a few web basics, then removes every way back to
+// deno_core's internals and the engine globals a script has no use for. Its completion
+// value is the harness that the Rust side calls with the model's module namespace.
+//
+// Nothing here is a security boundary: every limit is enforced in Rust. A script that
+// breaks these helpers only breaks its own call.
+"use strict";
+(() => {
+  const core = globalThis.Deno.core;
+  const { op_sdkbox_log, op_sdkbox_http, op_sdkbox_result } = core.ops;
+  const { createTimer, cancelTimer } = core;
+  const JSONStringify = JSON.stringify;
+  const JSONParse = JSON.parse;
+  const ObjectEntries = Object.entries;
+  const ArrayIsArray = Array.isArray;
+  const MAX_DEPTH = 64;
+
+  // ---- values to JSON, never throwing ------------------------------------------------
+
+  function describeFunction(f) {
+    return `[Function: ${f.name || "anonymous"}]`;
+  }
+
+  // Turns any value into plain JSON data: BigInt to string, cycles, functions, symbols and
+  // promises to markers, Map/Set to objects/arrays, errors to {name, message, stack}.
+  function toPlain(value, ancestors, depth) {
+    switch (typeof value) {
+      case "undefined":
+        return undefined;
+      case "bigint":
+        return value.toString();
+      case "function":
+        return describeFunction(value);
+      case "symbol":
+        return `[${value.toString()}]`;
+      case "number":
+        return Number.isFinite(value) ? value : String(value);
+      case "string":
+      case "boolean":
+        return value;
+    }
+    if (value === null) return null;
+    if (ancestors.includes(value)) return "[Circular]";
+    if (depth >= MAX_DEPTH) return "[MaxDepth]";
+    try {
+      if (value instanceof Promise) return "[Promise: add `await`]";
+      if (value instanceof Error) {
+        return { name: value.name, message: value.message, stack: value.stack };
+      }
+      if (typeof value.toJSON === "function") {
+        return toPlain(value.toJSON(), ancestors, depth + 1);
+      }
+      ancestors.push(value);
+      try {
+        if (value instanceof Map) {
+          const out = {};
+          for (const [k, v] of value) out[String(k)] = toPlain(v, ancestors, depth + 1);
+          return out;
+        }
+        if (value instanceof Set || ArrayBuffer.isView(value) || ArrayIsArray(value)) {
+          const out = [];
+          for (const v of ArrayIsArray(value) ? value : Array.from(value)) {
+            const p = toPlain(v, ancestors, depth + 1);
+            out.push(p === undefined ? null : p);
+          }
+          return out;
+        }
+        const out = {};
+        for (const [k, v] of ObjectEntries(value)) {
+          const p = toPlain(v, ancestors, depth + 1);
+          if (p !== undefined) out[k] = p;
+        }
+        return out;
+      } finally {
+        ancestors.pop();
+      }
+    } catch (e) {
+      return `[Unserializable: ${e && e.message}]`;
+    }
+  }
+
+  function toJson(value) {
+    const plain = toPlain(value, [], 0);
+    return JSONStringify(plain === undefined ? null : plain);
+  }
+
+  // ---- console -----------------------------------------------------------------------
+
+  function inspect(value) {
+    if (typeof value === "string") return value;
+    if (value instanceof Error) return value.stack || `${value.name}: ${value.message}`;
+    if (value === undefined) return "undefined";
+    if (typeof value === "function") return describeFunction(value);
+    if (typeof value === "bigint") return `${value}n`;
+    if (typeof value === "symbol") return value.toString();
+    try {
+      return JSONStringify(toPlain(value, [], 0)) ?? String(value);
+    } catch {
+      return String(value);
+    }
+  }
+
+  function logger(level) {
+    return (...args) => op_sdkbox_log(level, args.map(inspect).join(" "));
+  }
+
+  const console = {
+    log: logger("log"),
+    info: logger("info"),
+    warn: logger("warn"),
+    error: logger("error"),
+    debug: logger("debug"),
+    trace: logger("debug"),
+    dir: logger("log"),
+    table: logger("log"),
+    assert: (ok, ...args) => {
+      if (!ok) op_sdkbox_log("error", ["Assertion failed", ...args].map(inspect).join(" "));
+    },
+  };
+
+  // ---- timers: they die with the runtime at the end of the call -------------------------
+
+  const timers = new Map();
+  let nextTimer = 1;
+  function schedule(callback, delay, args, repeat) {
+    if (typeof callback !== "function") throw new TypeError("timer callback must be a function");
+    const id = nextTimer++;
+    const run = () => {
+      if (!repeat) timers.delete(id);
+      callback(...args);
+    };
+    timers.set(id, createTimer(run, delay, undefined, repeat, true));
+    return id;
+  }
+  function clear(id) {
+    const timer = timers.get(id);
+    if (timer !== undefined) {
+      timers.delete(id);
+      cancelTimer(timer);
+    }
+  }
+
+  // ---- the network: one op, checked and sent by Rust ----------------------------------
+
+  class EgressError extends Error {
+    constructor(kind, message) {
+      super(message);
+      this.name = "EgressError";
+      this.kind = kind;
+    }
+  }
+
+  async function http(request) {
+    const reply = await op_sdkbox_http(request);
+    if (reply.error) throw new EgressError(reply.error.kind, reply.error.message);
+    return reply.response;
+  }
+
+  function headerPairs(init) {
+    if (init == null) return [];
+    if (init instanceof Headers) return [...init];
+    const entries = ArrayIsArray(init) ? init : ObjectEntries(init);
+    return entries.map(([k, v]) => [String(k), String(v)]);
+  }
+
+  function hasHeader(pairs, name) {
+    return pairs.some(([k]) => k.toLowerCase() === name);
+  }
+
+  class Headers {
+    #map = new Map();
+    constructor(init) {
+      for (const [k, v] of headerPairs(init)) this.append(k, v);
+    }
+    append(k, v) {
+      const key = String(k).toLowerCase();
+      const old = this.#map.get(key);
+      this.#map.set(key, old === undefined ? String(v) : `${old}, ${v}`);
+    }
+    set(k, v) { this.#map.set(String(k).toLowerCase(), String(v)); }
+    get(k) { return this.#map.get(String(k).toLowerCase()) ?? null; }
+    has(k) { return this.#map.has(String(k).toLowerCase()); }
+    delete(k) { this.#map.delete(String(k).toLowerCase()); }
+    forEach(f) { for (const [k, v] of this.#map) f(v, k, this); }
+    entries() { return this.#map.entries(); }
+    keys() { return this.#map.keys(); }
+    values() { return this.#map.values(); }
+    [Symbol.iterator]() { return this.#map.entries(); }
+    toJSON() { return Object.fromEntries(this.#map); }
+  }
+
+  class Response {
+    #body;
+    constructor(raw) {
+      this.status = raw.status;
+      this.statusText = raw.status_text;
+      this.ok = raw.status >= 200 && raw.status < 300;
+      this.url = raw.url;
+      this.headers = new Headers(raw.headers);
+      this.#body = raw.body;
+      this.bodyUsed = false;
+    }
+    async text() {
+      this.bodyUsed = true;
+      return this.#body;
+    }
+    async json() {
+      this.bodyUsed = true;
+      try {
+        return JSONParse(this.#body);
+      } catch (e) {
+        const start = this.#body.slice(0, 200);
+        throw new SyntaxError(`response from ${this.url} is not JSON (${e.message}); it starts with: ${start}`);
+      }
+    }
+  }
+
+  function encodeBody(body, headers) {
+    if (body === undefined || body === null) return undefined;
+    if (typeof body === "string") return body;
+    if (body instanceof URLSearchParams) {
+      if (!hasHeader(headers, "content-type")) {
+        headers.push(["content-type", "application/x-www-form-urlencoded"]);
+      }
+      return body.toString();
+    }
+    if (!hasHeader(headers, "content-type")) headers.push(["content-type", "application/json"]);
+    return JSONStringify(body);
+  }
+
+  async function fetch(input, init = {}) {
+    const url = typeof input === "string" ? input : String(input?.url ?? input);
+    const headers = headerPairs(init.headers);
+    const body = encodeBody(init.body, headers);
+    const method = String(init.method ?? "GET");
+    return new Response(await http({ method, url, kind: "fetch", headers, body }));
+  }
+
+  // ---- api: the provider client ---------------------------------------------------------
+
+  class ApiError extends Error {
+    constructor(status, method, path, body) {
+      const detail = providerMessage(body);
+      let message = `${method} ${path} failed with HTTP ${status}${detail ? `: ${detail}` : ""}`;
+      if (status === 401) message += " (hint: the provider rejected the credentials; the API key is missing or wrong in sdkbox's configuration)";
+      if (status === 403) message += " (hint: the API key lacks the permission or scope for this operation)";
+      super(message);
+      this.name = "ApiError";
+      this.status = status;
+      this.body = body;
+    }
+  }
+
+  function providerMessage(body) {
+    if (body == null) return "";
+    if (typeof body === "string") return body.slice(0, 300);
+    const e = body.error ?? body.errors ?? body;
+    if (typeof e === "string") return e;
+    if (ArrayIsArray(e)) return e.map((x) => x?.message ?? JSONStringify(x)).join("; ").slice(0, 300);
+    return String(e.message ?? body.message ?? JSONStringify(body)).slice(0, 300);
+  }
+
+  // {a: 1, tags: ["x", "y"], meta: {k: "v"}} -> a=1&tags=x&tags=y&meta[k]=v
+  function queryPairs(query, prefix, out) {
+    if (query == null) return out;
+    for (const [k, v] of ObjectEntries(query)) {
+      const key = prefix ? `${prefix}[${k}]` : k;
+      if (v === undefined || v === null) continue;
+      if (ArrayIsArray(v)) {
+        for (const item of v) out.push([key, String(item)]);
+      } else if (typeof v === "object" && !(v instanceof Date)) {
+        queryPairs(v, key, out);
+      } else {
+        out.push([key, v instanceof Date ? v.toISOString() : String(v)]);
+      }
+    }
+    return out;
+  }
+
+  function parseBody(raw) {
+    const type = raw.headers.find(([k]) => k === "content-type")?.[1] ?? "";
+    if (raw.body === "") return null;
+    if (type.includes("json")) {
+      try {
+        return JSONParse(raw.body);
+      } catch {
+        return raw.body;
+      }
+    }
+    return raw.body;
+  }
+
+  const api = {
+    // The generic call, kept for anything a generated SDK lacks.
+    async request(method, path, options = {}) {
+      const headers = headerPairs(options.headers);
+      if (!hasHeader(headers, "accept")) headers.push(["accept", "application/json"]);
+      const body = encodeBody(options.body, headers);
+      const query = queryPairs(options.query, "", []);
+      const raw = await http({ method: String(method), url: String(path), kind: "api", query, headers, body });
+      const parsed = parseBody(raw);
+      if (raw.status >= 400) throw new ApiError(raw.status, String(method).toUpperCase(), String(path), parsed);
+      return parsed;
+    },
+  };
+
+  // ---- web basics deno_core does not provide -------------------------------------------
+
+  class URLSearchParams {
+    #pairs = [];
+    constructor(init) {
+      if (typeof init === "string") {
+        for (const part of init.replace(/^\?/, "").split("&")) {
+          if (!part) continue;
+          const [k, v = ""] = part.split("=");
+          this.#pairs.push([decode(k), decode(v)]);
+        }
+      } else if (init != null) {
+        for (const [k, v] of ArrayIsArray(init) ? init : ObjectEntries(init)) this.append(k, v);
+      }
+    }
+    append(k, v) { this.#pairs.push([String(k), String(v)]); }
+    set(k, v) { this.delete(k); this.append(k, v); }
+    get(k) { return this.#pairs.find(([x]) => x === k)?.[1] ?? null; }
+    getAll(k) { return this.#pairs.filter(([x]) => x === k).map(([, v]) => v); }
+    has(k) { return this.#pairs.some(([x]) => x === k); }
+    delete(k) { this.#pairs = this.#pairs.filter(([x]) => x !== k); }
+    entries() { return this.#pairs[Symbol.iterator](); }
+    [Symbol.iterator]() { return this.#pairs[Symbol.iterator](); }
+    toString() { return this.#pairs.map(([k, v]) => `${encode(k)}=${encode(v)}`).join("&"); }
+  }
+  function encode(s) { return encodeURIComponent(s).replace(/%20/g, "+"); }
+  function decode(s) { return decodeURIComponent(s.replace(/\+/g, " ")); }
+
+  const installed = {
+    console,
+    fetch,
+    api,
+    Headers,
+    Response,
+    URLSearchParams,
+    EgressError,
+    ApiError,
+    setTimeout: (f, ms, ...args) => schedule(f, ms, args, false),
+    setInterval: (f, ms, ...args) => schedule(f, ms, args, true),
+    clearTimeout: clear,
+    clearInterval: clear,
+  };
+  for (const [name, value] of ObjectEntries(installed)) {
+    Object.defineProperty(globalThis, name, { value, writable: true, configurable: true, enumerable: false });
+  }
+
+  // ---- remove the way back to deno_core, and engine globals a script has no use for ----
+
+  for (const name of Object.getOwnPropertyNames(globalThis)) {
+    if (name === "Deno" || name === "__bootstrap" || name.startsWith("__")) delete globalThis[name];
+  }
+  for (const name of ["gc", "SharedArrayBuffer", "Atomics", "WebAssembly"]) delete globalThis[name];
+
+  // The harness: calls the model's entry and hands the JSON result to Rust.
+  return async function harness(namespace) {
+    const entry = namespace.__sdkbox_entry ?? namespace.default;
+    const value = typeof entry === "function" ? await entry(api) : entry;
+    op_sdkbox_result(toJson(value));
+  };
+})();

@@ -1,0 +1,146 @@
+//! The three ops the prelude may call, and the state they keep for the Rust side.
+//!
+//! Ops never panic (a panic inside an op aborts the process on QuickJS): state is reached
+//! with `try_borrow`, and every failure becomes a value the prelude turns into a JS error.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use deno_core::{OpState, op2};
+use serde::Serialize;
+
+use super::outcome::ConsoleLine;
+use crate::egress::{EgressSession, ScriptRequest, ScriptResponse};
+
+deno_core::extension!(
+    sdkbox_sandbox,
+    ops = [op_sdkbox_log, op_sdkbox_http, op_sdkbox_result],
+    options = { session: EgressSession, console_limit: usize },
+    middleware = |op| match op.name {
+        "op_print" | "op_panic" | "op_import_sync" | "op_import_sync_with_source" => op.disable(),
+        _ => op,
+    },
+    state = |state, options| {
+        state.put(options.session);
+        state.put(Console::new(options.console_limit));
+        state.put(ResultSlot::default());
+    },
+);
+
+/// Console lines captured so far, bounded by a character budget.
+pub struct Console {
+    lines: Vec<ConsoleLine>,
+    left: usize,
+    /// Lines dropped once the budget ran out.
+    pub dropped: usize,
+}
+
+impl Console {
+    fn new(limit: usize) -> Self {
+        Self {
+            lines: Vec::new(),
+            left: limit,
+            dropped: 0,
+        }
+    }
+
+    fn push(&mut self, level: &str, mut text: String) {
+        if self.left == 0 {
+            self.dropped += 1;
+            return;
+        }
+        if text.len() > self.left {
+            let mut cut = self.left;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let total = text.len();
+            text.truncate(cut);
+            text.push_str(&format!("… [line cut: {total} bytes]"));
+            self.left = 0;
+        } else {
+            self.left -= text.len();
+        }
+        let level = match level {
+            "info" | "warn" | "error" | "debug" => level,
+            _ => "log",
+        };
+        self.lines.push(ConsoleLine {
+            level: level.to_owned(),
+            text,
+        });
+    }
+
+    /// Takes the captured lines.
+    pub fn take(&mut self) -> Vec<ConsoleLine> {
+        std::mem::take(&mut self.lines)
+    }
+}
+
+/// The JSON text of the model's result, once the harness has produced it.
+#[derive(Default)]
+pub struct ResultSlot(pub Option<String>);
+
+#[op2(fast)]
+fn op_sdkbox_log(state: &mut OpState, #[string] level: &str, #[string] text: String) {
+    if let Some(console) = state.try_borrow_mut::<Console>() {
+        console.push(level, text);
+    }
+}
+
+#[op2(fast)]
+fn op_sdkbox_result(state: &mut OpState, #[string] json: String) {
+    if let Some(slot) = state.try_borrow_mut::<ResultSlot>() {
+        slot.0 = Some(json);
+    }
+}
+
+/// What `op_sdkbox_http` resolves to: a response, or an error the prelude throws.
+#[derive(Serialize)]
+struct HttpReply {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response: Option<ScriptResponse>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<HttpFailure>,
+}
+
+#[derive(Serialize)]
+struct HttpFailure {
+    kind: &'static str,
+    message: String,
+}
+
+impl HttpReply {
+    fn failure(kind: &'static str, message: String) -> Self {
+        Self {
+            response: None,
+            error: Some(HttpFailure { kind, message }),
+        }
+    }
+}
+
+#[op2]
+#[serde]
+async fn op_sdkbox_http(
+    state: Rc<RefCell<OpState>>,
+    #[serde] request: serde_json::Value,
+) -> HttpReply {
+    let session = match state.try_borrow() {
+        Ok(state) => state.try_borrow::<EgressSession>().cloned(),
+        Err(_) => None,
+    };
+    let Some(session) = session else {
+        return HttpReply::failure("internal", "the network bridge is unavailable".into());
+    };
+    let request: ScriptRequest = match serde_json::from_value(request) {
+        Ok(request) => request,
+        Err(e) => return HttpReply::failure("invalid_request", format!("malformed request: {e}")),
+    };
+    match session.send(request).await {
+        Ok(response) => HttpReply {
+            response: Some(response),
+            error: None,
+        },
+        Err(error) => HttpReply::failure(error.kind(), error.to_string()),
+    }
+}

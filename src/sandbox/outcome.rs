@@ -1,0 +1,113 @@
+//! What an execution returns: the result as JSON, console lines, the HTTP call log, and an
+//! error that says which limit or line was at fault and what to do.
+
+use serde::Serialize;
+
+use crate::egress::CallRecord;
+
+/// One captured console line.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ConsoleLine {
+    /// `log`, `info`, `warn`, `error` or `debug`.
+    pub level: String,
+    /// The formatted arguments.
+    pub text: String,
+}
+
+/// Which kind of failure ended an execution.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ErrorKind {
+    /// The code does not parse.
+    Syntax,
+    /// The code threw (including refused or failed requests it did not catch).
+    Runtime,
+    /// The wall-clock limit passed.
+    Timeout,
+    /// The memory limit was reached.
+    Memory,
+    /// The call stack overflowed.
+    Stack,
+    /// The caller cancelled the execution.
+    Cancelled,
+    /// The code awaited a promise that could never settle.
+    Pending,
+    /// sdkbox itself failed; not the code's fault.
+    Internal,
+}
+
+/// Why an execution failed, positioned in the model's code where possible.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ExecError {
+    /// The kind of failure.
+    pub kind: ErrorKind,
+    /// The JS error's name (`TypeError`, `ApiError`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// What went wrong and, for limits, how to stay under them.
+    pub message: String,
+    /// 1-based line in the model's code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// 1-based column.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<u32>,
+    /// The model's line with a caret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub excerpt: Option<String>,
+    /// The stack, with positions in the model's code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack: Option<String>,
+}
+
+impl ExecError {
+    /// An error with only a kind and a message.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            name: None,
+            message: message.into(),
+            line: None,
+            column: None,
+            excerpt: None,
+            stack: None,
+        }
+    }
+}
+
+/// How much of an oversized result was kept.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Truncation {
+    /// Size of the whole result as JSON, in characters.
+    pub original_chars: usize,
+    /// The cap it was cut to.
+    pub limit_chars: usize,
+}
+
+/// Everything one execution produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    /// Whether the code ran to completion.
+    pub ok: bool,
+    /// The returned value as JSON (`null` for `undefined` or on failure).
+    pub result: serde_json::Value,
+    /// Present when `result` was cut to fit the output cap.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<Truncation>,
+    /// Why the execution failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ExecError>,
+    /// Captured console output, in order.
+    pub console: Vec<ConsoleLine>,
+    /// Console lines dropped after the console cap was reached.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub console_dropped: usize,
+    /// Every HTTP call the code made, refused ones included.
+    pub http: Vec<CallRecord>,
+    /// Wall time of the whole execution.
+    pub duration_ms: u64,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}

@@ -1,0 +1,232 @@
+//! One execution in one fresh `JsRuntime` on one fresh OS thread, and everything that stops
+//! it: a watchdog for the deadline and cancellation, a heap-limit callback for memory, and a
+//! timeout around the event loop for work that is waiting rather than running.
+//!
+//! Invariants: the runtime is created, used and dropped on its own thread and never reused
+//! (QuickJS allows ~270 runtimes per thread); after a termination it is only dropped.
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use deno_core::error::CoreError;
+use deno_core::{JsRuntime, ModuleSpecifier, PollEventLoopOptions, RuntimeOptions, v8};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::loader::SandboxLoader;
+use super::ops::{Console, ResultSlot, sdkbox_sandbox};
+use super::outcome::{ConsoleLine, ErrorKind, ExecError};
+use super::source::{MODULE_URL, Program};
+use super::{ExecLimits, errors};
+use crate::egress::EgressSession;
+
+const BOOTSTRAP: &str = include_str!("bootstrap.js");
+
+/// The stack of an execution thread: QuickJS's own 1 MiB JS stack plus the native frames.
+const THREAD_STACK: usize = 16 * 1024 * 1024;
+
+/// Everything one execution needs, moved onto its thread.
+pub struct Job {
+    pub program: Program,
+    pub limits: ExecLimits,
+    pub session: EgressSession,
+    pub cancel: CancellationToken,
+    pub deadline: Instant,
+    /// The long-lived runtime that hosts the watchdog.
+    pub watchdog: tokio::runtime::Handle,
+}
+
+/// What the execution thread reports back.
+pub struct Report {
+    pub result_json: Option<String>,
+    pub error: Option<ExecError>,
+    pub console: Vec<ConsoleLine>,
+    pub console_dropped: usize,
+}
+
+/// Why the runtime was stopped from outside, first reason wins.
+#[derive(Clone, Default)]
+struct StopReason(Arc<AtomicU8>);
+
+impl StopReason {
+    const TIMEOUT: u8 = 1;
+    const MEMORY: u8 = 2;
+    const CANCELLED: u8 = 3;
+
+    fn set(&self, reason: u8) {
+        let _ = self
+            .0
+            .compare_exchange(0, reason, Ordering::SeqCst, Ordering::SeqCst);
+    }
+
+    fn get(&self) -> u8 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Runs the job on a new thread; the receiver yields its report.
+pub fn spawn(job: Job) -> oneshot::Receiver<Report> {
+    let (tx, rx) = oneshot::channel();
+    let spawned = std::thread::Builder::new()
+        .name("sdkbox-exec".into())
+        .stack_size(THREAD_STACK)
+        .spawn(move || {
+            let _ = tx.send(run_here(job));
+        });
+    if let Err(error) = spawned {
+        tracing::error!(%error, "cannot start an execution thread");
+    }
+    rx
+}
+
+fn run_here(job: Job) -> Report {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(run(job)),
+        Err(e) => failed(ExecError::new(
+            ErrorKind::Internal,
+            format!("cannot start the execution's event loop: {e}"),
+        )),
+    }
+}
+
+fn failed(error: ExecError) -> Report {
+    Report {
+        result_json: None,
+        error: Some(error),
+        console: Vec::new(),
+        console_dropped: 0,
+    }
+}
+
+async fn run(job: Job) -> Report {
+    let stop = StopReason::default();
+    let mut runtime = match JsRuntime::try_new(RuntimeOptions {
+        module_loader: Some(Rc::new(SandboxLoader)),
+        extensions: vec![sdkbox_sandbox::init(
+            job.session.clone(),
+            job.limits.max_console_chars,
+        )],
+        create_params: Some(v8::CreateParams::default().heap_limits(0, job.limits.memory_bytes)),
+        ..Default::default()
+    }) {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            return failed(ExecError::new(
+                ErrorKind::Internal,
+                format!("cannot create a JavaScript runtime: {e}"),
+            ));
+        }
+    };
+    let isolate = runtime.v8_isolate().thread_safe_handle();
+    {
+        let (stop, isolate) = (stop.clone(), isolate.clone());
+        runtime.add_near_heap_limit_callback(move |current, _initial| {
+            stop.set(StopReason::MEMORY);
+            isolate.terminate_execution();
+            // Never raise the limit: on QuickJS a larger limit grows memory without bound.
+            current
+        });
+    }
+    let finished = CancellationToken::new();
+    let _finish_watchdog = finished.clone().drop_guard();
+    job.watchdog.spawn({
+        let (stop, cancel, deadline) = (stop.clone(), job.cancel.clone(), job.deadline);
+        async move {
+            tokio::select! {
+                _ = finished.cancelled() => return,
+                _ = tokio::time::sleep_until(deadline) => stop.set(StopReason::TIMEOUT),
+                _ = cancel.cancelled() => stop.set(StopReason::CANCELLED),
+            }
+            isolate.terminate_execution();
+        }
+    });
+
+    let outcome = tokio::select! {
+        result = drive(&mut runtime, &job.program) => result.err(),
+        _ = tokio::time::sleep_until(job.deadline) => {
+            stop.set(StopReason::TIMEOUT);
+            None
+        }
+        _ = job.cancel.cancelled() => {
+            stop.set(StopReason::CANCELLED);
+            None
+        }
+    };
+    let error = match stop.get() {
+        StopReason::TIMEOUT => Some(errors::timeout(&job.limits)),
+        StopReason::MEMORY => Some(errors::memory(&job.limits)),
+        StopReason::CANCELLED => Some(ExecError::new(
+            ErrorKind::Cancelled,
+            "the execution was cancelled by the client",
+        )),
+        _ => outcome.map(|e| errors::from_core(&e, &job.program)),
+    };
+    let state = runtime.op_state();
+    let mut state = match state.try_borrow_mut() {
+        Ok(state) => state,
+        Err(_) => {
+            return failed(ExecError::new(ErrorKind::Internal, "runtime state is busy"));
+        }
+    };
+    let result_json = state.try_take::<ResultSlot>().and_then(|slot| slot.0);
+    let (console, console_dropped) = match state.try_borrow_mut::<Console>() {
+        Some(console) => (console.take(), console.dropped),
+        None => (Vec::new(), 0),
+    };
+    Report {
+        result_json: if error.is_none() { result_json } else { None },
+        error,
+        console,
+        console_dropped,
+    }
+}
+
+/// Runs the prelude, loads and evaluates the model's module, then calls its entry through
+/// the harness, driving the event loop until all of it has settled.
+async fn drive(runtime: &mut JsRuntime, program: &Program) -> Result<(), CoreError> {
+    let harness = runtime.execute_script("ext:sdkbox/bootstrap.js", BOOTSTRAP)?;
+    let harness = as_function(runtime, harness)?;
+    let specifier = ModuleSpecifier::parse(MODULE_URL).map_err(|e| {
+        CoreError::from(deno_core::error::CoreErrorKind::Io(std::io::Error::other(
+            e,
+        )))
+    })?;
+    let id = runtime
+        .load_main_es_module_from_code(&specifier, program.js.clone())
+        .await?;
+    let evaluation = runtime.mod_evaluate(id);
+    runtime
+        .with_event_loop_promise(Box::pin(evaluation), PollEventLoopOptions::default())
+        .await?;
+    let namespace = runtime.get_module_namespace(id)?;
+    let namespace = {
+        deno_core::scope!(scope, runtime);
+        let local = v8::Local::new(scope, namespace);
+        let value: v8::Local<v8::Value> = local.into();
+        v8::Global::new(scope, value)
+    };
+    let call = runtime.call_with_args(&harness, &[namespace]);
+    runtime
+        .with_event_loop_promise(Box::pin(call), PollEventLoopOptions::default())
+        .await?;
+    Ok(())
+}
+
+fn as_function(
+    runtime: &mut JsRuntime,
+    value: v8::Global<v8::Value>,
+) -> Result<v8::Global<v8::Function>, CoreError> {
+    deno_core::scope!(scope, runtime);
+    let local = v8::Local::new(scope, value);
+    match v8::Local::<v8::Function>::try_from(local) {
+        Ok(function) => Ok(v8::Global::new(scope, function)),
+        Err(_) => Err(CoreError::from(deno_core::error::CoreErrorKind::Io(
+            std::io::Error::other("the sandbox prelude did not return its harness"),
+        ))),
+    }
+}

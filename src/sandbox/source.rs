@@ -1,0 +1,337 @@
+//! From the model's TypeScript to the JavaScript module the isolate runs, and back from
+//! positions in that JavaScript to lines of the model's own code.
+//!
+//! The code may be the body of an async function (`return` gives the result), a module that
+//! exports a default function or declares `run(api)` / `main(api)`, or a lone arrow function
+//! (`async (api) => { ... }`). Types are stripped by deno_ast; nothing is type-checked.
+
+use std::sync::Arc;
+
+use deno_ast::swc::ast::{Decl, Expr, ModuleDecl, ModuleItem, Pat, Stmt};
+use deno_ast::swc::sourcemap::SourceMap;
+use deno_ast::{
+    EmitOptions, MediaType, ModuleSpecifier, ParseParams, ParsedSource, ProgramRef,
+    SourceMapOption, TranspileModuleOptions, TranspileOptions,
+};
+
+/// The URL the model's module is known by, in stack traces and to the module loader.
+pub const MODULE_URL: &str = "file:///code.ts";
+
+/// The name the model's entry function is exported under.
+pub const ENTRY_EXPORT: &str = "__sdkbox_entry";
+
+/// The model's code, ready to load, with what is needed to map errors back to it.
+pub struct Program {
+    /// The JavaScript module.
+    pub js: String,
+    map: Option<SourceMap>,
+    /// Lines that sdkbox added above the model's first line.
+    line_offset: u32,
+    lines: Vec<String>,
+}
+
+/// A syntax error, positioned in the model's code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyntaxError {
+    /// What the parser said.
+    pub message: String,
+    /// 1-based line in the model's code.
+    pub line: u32,
+    /// 1-based column.
+    pub column: u32,
+    /// The line with a caret under the column.
+    pub excerpt: String,
+}
+
+/// Transpiles the model's code into a module whose entry the harness can call.
+pub fn compile(code: &str) -> Result<Program, SyntaxError> {
+    let lines: Vec<String> = code.lines().map(str::to_owned).collect();
+    let as_module = parse(code).and_then(|parsed| {
+        let style = module_style(&parsed);
+        let source = match style {
+            ModuleStyle::LoneFunction(start) => {
+                format!("{}export default {}", &code[..start], &code[start..])
+            }
+            _ => code.to_owned(),
+        };
+        let parsed = match style {
+            ModuleStyle::LoneFunction(_) => parse(&source)?,
+            _ => parsed,
+        };
+        let mut program = emit(parsed, 0, &lines)?;
+        if let ModuleStyle::Declares(name) = style {
+            program
+                .js
+                .push_str(&format!("\nexport {{ {name} as {ENTRY_EXPORT} }};\n"));
+        }
+        Ok(program)
+    });
+    let module_error = match as_module {
+        Ok(program) => return Ok(program),
+        Err(error) => error,
+    };
+    let wrapped = format!("export default async function {ENTRY_EXPORT}(api) {{\n{code}\n}}\n");
+    let body_error = match parse(&wrapped).and_then(|parsed| emit(parsed, 1, &lines)) {
+        Ok(program) => return Ok(program),
+        Err(error) => error,
+    };
+    // Report the error the parser met furthest into the code: the other reading usually
+    // stops early on something valid in this style (a top-level `return`, an `export`).
+    let body_error = body_error.shifted(1);
+    let error = if (body_error.line, body_error.column) >= (module_error.line, module_error.column)
+    {
+        body_error
+    } else {
+        module_error
+    };
+    Err(error.with_excerpt(&lines))
+}
+
+impl Program {
+    /// Maps a 1-based position in the emitted JavaScript to the model's code.
+    pub fn map_position(&self, line: u32, column: u32) -> Option<(u32, u32)> {
+        let map = self.map.as_ref()?;
+        let token = map.lookup_token(line.checked_sub(1)?, column.saturating_sub(1))?;
+        let src_line = (token.get_src_line() + 1).checked_sub(self.line_offset)?;
+        if src_line == 0 || src_line as usize > self.lines.len() {
+            return None;
+        }
+        Some((src_line, token.get_src_col() + 1))
+    }
+
+    /// The model's line with a caret under `column`.
+    pub fn excerpt(&self, line: u32, column: u32) -> String {
+        excerpt(&self.lines, line, column)
+    }
+}
+
+/// A parse error before it is placed in the model's coordinates.
+struct RawError {
+    message: String,
+    line: u32,
+    column: u32,
+}
+
+impl RawError {
+    fn shifted(self, offset: u32) -> Self {
+        Self {
+            line: self.line.saturating_sub(offset).max(1),
+            ..self
+        }
+    }
+
+    fn with_excerpt(self, lines: &[String]) -> SyntaxError {
+        let line = self.line.min(lines.len().max(1) as u32);
+        SyntaxError {
+            excerpt: excerpt(lines, line, self.column),
+            message: self.message,
+            line,
+            column: self.column,
+        }
+    }
+}
+
+fn parse(text: &str) -> Result<ParsedSource, RawError> {
+    let specifier = ModuleSpecifier::parse(MODULE_URL).map_err(|e| RawError {
+        message: e.to_string(),
+        line: 1,
+        column: 1,
+    })?;
+    let parsed = deno_ast::parse_module(ParseParams {
+        specifier,
+        text: Arc::from(text),
+        media_type: MediaType::TypeScript,
+        capture_tokens: false,
+        scope_analysis: false,
+        maybe_syntax: None,
+    })
+    .map_err(|d| diagnostic(&d))?;
+    match parsed.diagnostics().first() {
+        Some(d) => Err(diagnostic(d)),
+        None => Ok(parsed),
+    }
+}
+
+fn diagnostic(d: &deno_ast::ParseDiagnostic) -> RawError {
+    let position = d.display_position();
+    RawError {
+        message: d.kind().msg().into_owned(),
+        line: position.line_number as u32,
+        column: position.column_number as u32,
+    }
+}
+
+fn emit(parsed: ParsedSource, line_offset: u32, lines: &[String]) -> Result<Program, RawError> {
+    let emit_options = EmitOptions {
+        source_map: SourceMapOption::Separate,
+        inline_sources: false,
+        ..Default::default()
+    };
+    let emitted = parsed
+        .transpile(
+            &TranspileOptions::default(),
+            &TranspileModuleOptions::default(),
+            &emit_options,
+        )
+        .map_err(|e| RawError {
+            message: e.to_string(),
+            line: 1,
+            column: 1,
+        })?
+        .into_source();
+    let map = emitted
+        .source_map
+        .and_then(|m| SourceMap::from_slice(m.as_bytes()).ok());
+    Ok(Program {
+        js: emitted.text,
+        map,
+        line_offset,
+        lines: lines.to_vec(),
+    })
+}
+
+/// How a module that parsed as such hands over its entry function.
+enum ModuleStyle {
+    /// `export default ...`, or plain top-level code with no function to call.
+    Plain,
+    /// Declares `run` or `main` and does not call it itself.
+    Declares(&'static str),
+    /// A lone function expression (`async (api) => {...}`) starting at this byte.
+    LoneFunction(usize),
+}
+
+fn module_style(parsed: &ParsedSource) -> ModuleStyle {
+    let ProgramRef::Module(module) = parsed.program_ref() else {
+        return ModuleStyle::Plain;
+    };
+    let mut statements: Vec<&Stmt> = Vec::new();
+    let mut declared: Vec<&Decl> = Vec::new();
+    for item in &module.body {
+        match item {
+            ModuleItem::ModuleDecl(ModuleDecl::ExportDefaultDecl(_))
+            | ModuleItem::ModuleDecl(ModuleDecl::ExportDefaultExpr(_)) => {
+                return ModuleStyle::Plain;
+            }
+            ModuleItem::ModuleDecl(ModuleDecl::ExportDecl(export)) => declared.push(&export.decl),
+            ModuleItem::ModuleDecl(_) => {}
+            ModuleItem::Stmt(Stmt::Decl(decl)) => declared.push(decl),
+            ModuleItem::Stmt(stmt) => statements.push(stmt),
+        }
+    }
+    if let ([Stmt::Expr(expr)], []) = (statements.as_slice(), declared.as_slice())
+        && is_function(&expr.expr)
+    {
+        let start = parsed.text_info_lazy().range().start;
+        let offset = expr.span.lo.0 as usize - start.as_byte_pos().0 as usize;
+        return ModuleStyle::LoneFunction(offset);
+    }
+    for name in ["run", "main"] {
+        if declared.iter().any(|d| declares(d, name)) && !calls_at_top_level(parsed, name) {
+            return ModuleStyle::Declares(name);
+        }
+    }
+    ModuleStyle::Plain
+}
+
+fn is_function(expr: &Expr) -> bool {
+    match expr {
+        Expr::Arrow(_) | Expr::Fn(_) => true,
+        Expr::Paren(inner) => is_function(&inner.expr),
+        _ => false,
+    }
+}
+
+fn declares(decl: &Decl, name: &str) -> bool {
+    match decl {
+        Decl::Fn(f) => f.ident.sym == *name,
+        Decl::Var(v) => v
+            .decls
+            .iter()
+            .any(|d| matches!(&d.name, Pat::Ident(id) if id.id.sym == *name)),
+        _ => false,
+    }
+}
+
+/// Whether a top-level expression statement mentions `name(`: then the module runs itself.
+fn calls_at_top_level(parsed: &ParsedSource, name: &str) -> bool {
+    let ProgramRef::Module(module) = parsed.program_ref() else {
+        return false;
+    };
+    let text = parsed.text();
+    let base = parsed.text_info_lazy().range().start.as_byte_pos().0 as usize;
+    let call = format!("{name}(");
+    module.body.iter().any(|item| match item {
+        ModuleItem::Stmt(Stmt::Expr(expr)) => {
+            let lo = expr.span.lo.0 as usize - base;
+            let hi = expr.span.hi.0 as usize - base;
+            text.get(lo..hi).is_some_and(|s| s.contains(&call))
+        }
+        _ => false,
+    })
+}
+
+fn excerpt(lines: &[String], line: u32, column: u32) -> String {
+    let Some(text) = lines.get(line.saturating_sub(1) as usize) else {
+        return String::new();
+    };
+    let number = line.to_string();
+    let pad = " ".repeat(number.len());
+    let caret_pad: String = text
+        .chars()
+        .take(column.saturating_sub(1) as usize)
+        .map(|c| if c == '\t' { '\t' } else { ' ' })
+        .collect();
+    format!("{number} | {text}\n{pad} | {caret_pad}^")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_style_is_wrapped() {
+        let program = compile("const x: number = 1;\nreturn x + 1;").unwrap();
+        assert!(
+            program
+                .js
+                .contains("export default async function __sdkbox_entry(api)")
+        );
+        assert!(!program.js.contains(": number"));
+    }
+
+    #[test]
+    fn declared_run_is_exported() {
+        let program = compile("async function run(api: any) { return 1 }").unwrap();
+        assert!(
+            program.js.contains("export { run as __sdkbox_entry }"),
+            "{}",
+            program.js
+        );
+        let program = compile("async function main() { return 1 }\nawait main();").unwrap();
+        assert!(!program.js.contains("__sdkbox_entry"), "{}", program.js);
+    }
+
+    #[test]
+    fn lone_arrow_becomes_default() {
+        let program = compile("async (api) => { return 2 }").unwrap();
+        assert!(
+            program.js.contains("export default async (api)=>"),
+            "{}",
+            program.js
+        );
+    }
+
+    #[test]
+    fn syntax_error_points_at_the_models_line() {
+        let error = compile("const a = 1;\nconst b = (a;\nreturn b;")
+            .err()
+            .unwrap();
+        assert_eq!(error.line, 2, "{error:?}");
+        assert!(
+            error.excerpt.starts_with("2 | const b = (a;\n  | "),
+            "{}",
+            error.excerpt
+        );
+        assert!(error.excerpt.ends_with('^'));
+    }
+}
