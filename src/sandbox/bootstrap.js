@@ -358,7 +358,7 @@
   for (const name of Object.getOwnPropertyNames(globalThis)) {
     if (name === "Deno" || name === "__bootstrap" || name.startsWith("__")) delete globalThis[name];
   }
-  for (const name of ["gc", "SharedArrayBuffer", "Atomics", "WebAssembly"]) delete globalThis[name];
+  for (const name of ["gc", "SharedArrayBuffer", "Atomics", "WebAssembly", "ShadowRealm"]) delete globalThis[name];
 
   // The harness: calls the model's entry and hands the JSON result to Rust.
   return async function harness(namespace) {

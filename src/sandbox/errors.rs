@@ -48,19 +48,27 @@ pub fn syntax(error: SyntaxError) -> ExecError {
 }
 
 /// An error from deno_core: a thrown JS error, a promise that never settles, or a fault.
-pub fn from_core(error: &CoreError, program: &Program) -> ExecError {
+pub fn from_core(error: &CoreError, program: &Program, limits: &ExecLimits) -> ExecError {
     match &*error.0 {
-        CoreErrorKind::Js(js) => from_js(js, program),
-        CoreErrorKind::PendingPromiseResolution => ExecError::new(
-            ErrorKind::Pending,
-            "the code awaited a promise that can never settle: nothing was left running (no \
-             timer, no request) that could settle it; resolve or reject every promise you create",
-        ),
+        CoreErrorKind::PendingPromiseResolution => pending(),
+        CoreErrorKind::Js(js) if js.exception_message.contains(TLA_NEVER_RESOLVED) => pending(),
+        CoreErrorKind::Js(js) => from_js(js, program, limits),
         other => ExecError::new(ErrorKind::Runtime, other.to_string()),
     }
 }
 
-fn from_js(js: &JsError, program: &Program) -> ExecError {
+/// What deno_core says when top-level code awaits a promise nothing can settle.
+const TLA_NEVER_RESOLVED: &str = "Top-level await promise never resolved";
+
+fn pending() -> ExecError {
+    ExecError::new(
+        ErrorKind::Pending,
+        "the code awaited a promise that can never settle: nothing was left running (no \
+         timer, no request) that could settle it; resolve or reject every promise you create",
+    )
+}
+
+fn from_js(js: &JsError, program: &Program, limits: &ExecLimits) -> ExecError {
     let message = js
         .message
         .clone()
@@ -73,21 +81,22 @@ fn from_js(js: &JsError, program: &Program) -> ExecError {
     let position = frame.and_then(|(line, column)| {
         program.map_position(u32::try_from(line).ok()?, u32::try_from(column).ok()?)
     });
-    let overflow = is_stack_overflow(&message);
-    let message = if overflow {
-        format!(
-            "{message}: the call stack overflowed (recursion too deep); use a loop or an \
-             explicit stack instead of deep recursion"
-        )
+    let (kind, message) = if is_stack_overflow(&message) {
+        let advice = "the call stack overflowed (recursion too deep); use a loop or an \
+                      explicit stack instead of deep recursion";
+        (ErrorKind::Stack, format!("{message}: {advice}"))
+    } else if is_allocation_failure(&message) {
+        let advice = format!(
+            "the code built a value larger than the sandbox allows (memory limit of {} MiB); keep \
+             less in memory: process data in pieces and keep only the fields you need",
+            limits.memory_bytes / (1024 * 1024)
+        );
+        (ErrorKind::Memory, format!("{message}: {advice}"))
     } else {
-        message
+        (ErrorKind::Runtime, message)
     };
     ExecError {
-        kind: if overflow {
-            ErrorKind::Stack
-        } else {
-            ErrorKind::Runtime
-        },
+        kind,
         name: js.name.clone(),
         message,
         line: position.map(|p| p.0),
@@ -97,19 +106,52 @@ fn from_js(js: &JsError, program: &Program) -> ExecError {
     }
 }
 
+/// The engine's own refusals to allocate, which come before the heap limit is reached.
+fn is_allocation_failure(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    [
+        "string too long",
+        "out of memory",
+        "invalid string length",
+        "invalid array length",
+        "array buffer allocation failed",
+    ]
+    .iter()
+    .any(|m| lower.contains(m))
+}
+
 fn is_stack_overflow(message: &str) -> bool {
     let lower = message.to_ascii_lowercase();
     lower.contains("stack overflow") || lower.contains("maximum call stack")
 }
 
 /// Rewrites stack lines to positions in the model's code and drops sdkbox's own frames.
-fn map_stack(stack: &str, program: &Program) -> String {
-    let mut out = Vec::new();
-    for line in stack.lines() {
-        if line.contains("ext:") {
+/// Also used on console lines and result strings, which may hold stacks of caught errors.
+pub fn map_stack(stack: &str, program: &Program) -> String {
+    if !stack.contains(MODULE_URL) && !stack.contains("ext:") {
+        return stack.to_owned();
+    }
+    let mut out: Vec<String> = Vec::new();
+    let mut repeats = 0;
+    let internal = |l: &&str| l.trim_start().starts_with("at ") && l.contains("ext:");
+    for line in stack.lines().filter(|l| !internal(l)) {
+        let mapped = map_stack_line(line, program);
+        if out.last() == Some(&mapped) {
+            repeats += 1;
             continue;
         }
-        out.push(map_stack_line(line, program));
+        if repeats > 0 {
+            out.push(format!(
+                "    ... the frame above repeated {repeats} more times"
+            ));
+            repeats = 0;
+        }
+        out.push(mapped);
+    }
+    if repeats > 0 {
+        out.push(format!(
+            "    ... the frame above repeated {repeats} more times"
+        ));
     }
     out.join("\n")
 }

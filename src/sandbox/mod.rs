@@ -20,6 +20,7 @@ mod truncate;
 pub use outcome::{ConsoleLine, ErrorKind, ExecError, Outcome, Truncation};
 pub use source::{SyntaxError, compile};
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -87,8 +88,9 @@ impl Sandbox {
                 console_dropped: 0,
             },
             Ok(program) => {
+                let program = Arc::new(program);
                 let job = runtime::Job {
-                    program,
+                    program: program.clone(),
                     limits: limits.clone(),
                     session: session.clone(),
                     cancel,
@@ -96,7 +98,7 @@ impl Sandbox {
                     watchdog: self.host.clone(),
                 };
                 match runtime::spawn(job).await {
-                    Ok(report) => report,
+                    Ok(report) => report.mapped_to(&program),
                     Err(_) => runtime::Report {
                         result_json: None,
                         error: Some(ExecError::new(

@@ -144,3 +144,41 @@ async fn op_sdkbox_http(
         Err(error) => HttpReply::failure(error.kind(), error.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::egress::{Egress, EgressConfig, EgressLimits};
+
+    #[tokio::test]
+    async fn print_and_panic_ops_throw_instead_of_acting() {
+        let egress = Egress::new(EgressConfig {
+            base_url: url::Url::parse("http://127.0.0.1:9").unwrap(),
+            extra_origins: Vec::new(),
+            credential: None,
+            limits: EgressLimits::default(),
+        })
+        .unwrap();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        let session = egress.session(deadline, tokio_util::sync::CancellationToken::new());
+        let mut runtime = deno_core::JsRuntime::new(deno_core::RuntimeOptions {
+            extensions: vec![sdkbox_sandbox::init(session, 100)],
+            ..Default::default()
+        });
+        // Before the prelude runs, Deno.core.ops is still there: exactly what the prelude
+        // removes. A panic here would abort the test process, not fail it.
+        let code = r#"
+            const out = [];
+            for (const op of ["op_panic", "op_print"]) {
+              try { Deno.core.ops[op]("boom\n", false); out.push(op + ": ran"); }
+              catch (e) { out.push(op + ": " + e.message); }
+            }
+            out.join("; ")
+        "#;
+        let value = runtime.execute_script("probe.js", code).unwrap();
+        deno_core::scope!(scope, runtime);
+        let text = deno_core::v8::Local::new(scope, value).to_rust_string_lossy(scope);
+        assert!(!text.contains("ran"), "{text}");
+        assert_eq!(text.matches("disabled").count(), 2, "{text}");
+    }
+}

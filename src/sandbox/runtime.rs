@@ -29,7 +29,7 @@ const THREAD_STACK: usize = 16 * 1024 * 1024;
 
 /// Everything one execution needs, moved onto its thread.
 pub struct Job {
-    pub program: Program,
+    pub program: Arc<Program>,
     pub limits: ExecLimits,
     pub session: EgressSession,
     pub cancel: CancellationToken,
@@ -44,6 +44,34 @@ pub struct Report {
     pub error: Option<ExecError>,
     pub console: Vec<ConsoleLine>,
     pub console_dropped: usize,
+}
+
+impl Report {
+    /// Rewrites stacks in console lines and in the result (caught errors returned as data)
+    /// to positions in the model's code.
+    pub fn mapped_to(mut self, program: &Program) -> Self {
+        for line in &mut self.console {
+            line.text = errors::map_stack(&line.text, program);
+        }
+        if let Some(json) = &self.result_json
+            && json.contains("ext:")
+        {
+            if let Ok(mut value) = serde_json::from_str::<serde_json::Value>(json) {
+                map_strings(&mut value, program);
+                self.result_json = serde_json::to_string(&value).ok();
+            }
+        }
+        self
+    }
+}
+
+fn map_strings(value: &mut serde_json::Value, program: &Program) {
+    match value {
+        serde_json::Value::String(s) => *s = errors::map_stack(s, program),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|v| map_strings(v, program)),
+        serde_json::Value::Object(map) => map.values_mut().for_each(|v| map_strings(v, program)),
+        _ => {}
+    }
 }
 
 /// Why the runtime was stopped from outside, first reason wins.
@@ -164,7 +192,7 @@ async fn run(job: Job) -> Report {
             ErrorKind::Cancelled,
             "the execution was cancelled by the client",
         )),
-        _ => outcome.map(|e| errors::from_core(&e, &job.program)),
+        _ => outcome.map(|e| errors::from_core(&e, &job.program, &job.limits)),
     };
     let state = runtime.op_state();
     let mut state = match state.try_borrow_mut() {

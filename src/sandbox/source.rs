@@ -70,7 +70,9 @@ pub fn compile(code: &str) -> Result<Program, SyntaxError> {
         Ok(program) => return Ok(program),
         Err(error) => error,
     };
-    let wrapped = format!("export default async function {ENTRY_EXPORT}(api) {{\n{code}\n}}\n");
+    let (imports, body) = hoist_imports(code);
+    let wrapped =
+        format!("{imports}export default async function {ENTRY_EXPORT}(api) {{\n{body}\n}}\n");
     let body_error = match parse(&wrapped).and_then(|parsed| emit(parsed, 1, &lines)) {
         Ok(program) => return Ok(program),
         Err(error) => error,
@@ -103,6 +105,33 @@ impl Program {
     pub fn excerpt(&self, line: u32, column: u32) -> String {
         excerpt(&self.lines, line, column)
     }
+}
+
+/// Moves the leading `import` statements of body-style code out of the wrapper function
+/// (imports are only valid at the top of a module). They go on the wrapper's own line and
+/// leave blank lines behind, so the model's line numbers do not move.
+fn hoist_imports(code: &str) -> (String, String) {
+    let mut imports = String::new();
+    let mut body = Vec::new();
+    let mut in_import = false;
+    let mut preamble = true;
+    for line in code.lines() {
+        let trimmed = line.trim();
+        let starts = trimmed.starts_with("import ") || trimmed.starts_with("import{");
+        if preamble && (in_import || starts) {
+            imports.push_str(trimmed);
+            imports.push(' ');
+            in_import =
+                !(trimmed.ends_with(';') || trimmed.ends_with('"') || trimmed.ends_with('\''));
+            body.push("");
+            continue;
+        }
+        if !trimmed.is_empty() && !trimmed.starts_with("//") {
+            preamble = false;
+        }
+        body.push(line);
+    }
+    (imports, body.join("\n"))
 }
 
 /// A parse error before it is placed in the model's coordinates.
@@ -315,10 +344,19 @@ mod tests {
     fn lone_arrow_becomes_default() {
         let program = compile("async (api) => { return 2 }").unwrap();
         assert!(
-            program.js.contains("export default async (api)=>"),
+            program.js.starts_with("export default (async (api)=>"),
             "{}",
             program.js
         );
+    }
+
+    #[test]
+    fn imports_are_hoisted_out_of_the_body() {
+        let (imports, body) = hoist_imports("import { api } from \"sdkbox\";\nreturn 1;");
+        assert_eq!(imports, "import { api } from \"sdkbox\"; ");
+        assert_eq!(body, "\nreturn 1;");
+        let program = compile("import {\n  api as sdk,\n} from \"sdkbox\";\nreturn sdk;").unwrap();
+        assert!(program.js.starts_with("import"), "{}", program.js);
     }
 
     #[test]

@@ -1,0 +1,2 @@
+import { readFileSync } from "node:fs";
+return readFileSync("/etc/passwd", "utf8");

@@ -1,0 +1,3 @@
+async (api) => {
+  return { style: "arrow", api: typeof api.request };
+}

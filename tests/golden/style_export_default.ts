@@ -1,0 +1,3 @@
+export default async function (api: { request: Function }) {
+  return { style: "export default", api: typeof api.request };
+}

@@ -1,0 +1,3 @@
+async function run(api: any) {
+  return { style: "run", api: typeof api.request };
+}

@@ -1,0 +1,4 @@
+async function main() {
+  console.log("main ran");
+}
+await main();

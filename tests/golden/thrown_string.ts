@@ -1,0 +1,4 @@
+function fail(): never {
+  throw "a bare string";
+}
+return fail();

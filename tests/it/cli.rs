@@ -1,0 +1,137 @@
+//! The `sdkbox exec` command as a user runs it.
+
+use std::process::Command;
+
+use crate::provider::Provider;
+use crate::support::CANARY;
+
+fn sdkbox() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sdkbox"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_runs_a_file_against_a_provider() {
+    let provider = Provider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("rich.ts");
+    std::fs::write(
+        &script,
+        "const { data } = await api.request('GET', '/customers');\n\
+         return data.filter((c: { balance: number }) => c.balance > 0).map((c: { id: string }) => c.id);",
+    )
+    .unwrap();
+    let base = provider.base.to_string();
+    let output = tokio::task::spawn_blocking(move || {
+        sdkbox()
+            .args(["exec", script.to_str().unwrap(), "--base-url", &base])
+            .args(["--secret-env", "SDKBOX_TEST_KEY", "--auth", "basic"])
+            .env("SDKBOX_TEST_KEY", CANARY)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let outcome: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(outcome["result"], serde_json::json!(["cus_1", "cus_3"]));
+    let seen = provider.seen.authorization.lock().unwrap().clone();
+    assert!(seen[0].as_deref().unwrap().starts_with("Basic "));
+}
+
+#[test]
+fn exec_fails_with_a_status_and_clear_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("bad.ts");
+    std::fs::write(&script, "const x = ;").unwrap();
+    let output = sdkbox()
+        .args([
+            "exec",
+            script.to_str().unwrap(),
+            "--base-url",
+            "https://api.example.com",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let outcome: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(outcome["error"]["kind"], "syntax");
+
+    let output = sdkbox()
+        .args([
+            "exec",
+            script.to_str().unwrap(),
+            "--base-url",
+            "https://api.example.com",
+        ])
+        .args(["--secret-env", "SDKBOX_UNSET_VARIABLE"])
+        .env_remove("SDKBOX_UNSET_VARIABLE")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("SDKBOX_UNSET_VARIABLE is not set"),
+        "{stderr}"
+    );
+
+    let output = sdkbox()
+        .args([
+            "exec",
+            script.to_str().unwrap(),
+            "--base-url",
+            "https://api.example.com",
+        ])
+        .args(["--auth", "oauth"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("header:NAME"), "{stderr}");
+}
+
+#[test]
+fn the_models_code_is_never_written_to_disk() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("secret_logic.ts");
+    std::fs::write(
+        &script,
+        "const marker = 'model-code-marker';\nreturn marker;",
+    )
+    .unwrap();
+    let output = sdkbox()
+        .args([
+            "exec",
+            script.to_str().unwrap(),
+            "--base-url",
+            "https://api.example.com",
+        ])
+        .env_clear()
+        .env("HOME", home.path())
+        .env("XDG_CACHE_HOME", home.path().join(".cache"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let written: Vec<_> = walk(home.path());
+    assert!(written.is_empty(), "files written under HOME: {written:?}");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        }
+        found.push(path);
+    }
+    found
+}

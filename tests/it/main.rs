@@ -1,0 +1,9 @@
+//! sdkbox's integration tests, in one crate so the engine is linked once: golden cases for
+//! the sandbox, hostile scripts, egress against a real loopback provider, and the CLI.
+
+mod cli;
+mod egress;
+mod golden;
+mod hostile;
+mod provider;
+mod support;

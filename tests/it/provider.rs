@@ -1,0 +1,152 @@
+//! A real HTTP provider on 127.0.0.1 for egress tests: it echoes what it receives and
+//! records the credentials it saw, so tests can check both sides of the bridge.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use serde_json::json;
+use url::Url;
+
+/// What the provider has seen.
+#[derive(Default)]
+pub struct Seen {
+    /// The `Authorization` header of each request, in order.
+    pub authorization: Mutex<Vec<Option<String>>>,
+    /// Requests received, all routes.
+    pub requests: AtomicUsize,
+    /// Calls to `/v1/flaky`.
+    pub flaky: AtomicUsize,
+    /// `/v1/slow` handlers that ran to the end.
+    pub slow_finished: AtomicUsize,
+}
+
+/// A running provider.
+pub struct Provider {
+    /// Its base URL, `http://127.0.0.1:PORT/v1`.
+    pub base: Url,
+    /// What it has seen.
+    pub seen: Arc<Seen>,
+}
+
+impl Provider {
+    /// Starts a provider on a free loopback port.
+    pub async fn start() -> Self {
+        let seen = Arc::new(Seen::default());
+        let app = Router::new()
+            .route("/v1/echo", any(echo))
+            .route("/v1/customers", get(customers))
+            .route("/v1/missing", get(missing))
+            .route("/v1/redirect", get(redirect))
+            .route("/v1/big", get(big))
+            .route("/v1/flaky", get(flaky))
+            .route("/v1/slow", get(slow))
+            .layer(axum::middleware::from_fn_with_state(seen.clone(), record))
+            .with_state(seen.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self {
+            base: Url::parse(&format!("http://127.0.0.1:{port}/v1")).unwrap(),
+            seen,
+        }
+    }
+
+    /// The provider's origin with another path.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base.origin().ascii_serialization(), path)
+    }
+}
+
+async fn record(
+    State(seen): State<Arc<Seen>>,
+    request: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    seen.requests.fetch_add(1, Ordering::SeqCst);
+    let auth = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or_default().to_owned());
+    seen.authorization.lock().unwrap().push(auth);
+    next.run(request).await
+}
+
+async fn echo(request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let body: Bytes = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .unwrap_or_default();
+    let headers: serde_json::Map<String, serde_json::Value> = parts
+        .headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap_or_default())))
+        .collect();
+    axum::Json(json!({
+        "method": parts.method.as_str(),
+        "path": parts.uri.path(),
+        "query": parts.uri.query(),
+        "headers": headers,
+        "body": String::from_utf8_lossy(&body),
+    }))
+    .into_response()
+}
+
+async fn customers() -> Response {
+    axum::Json(json!({
+        "data": [
+            {"id": "cus_1", "email": "ada@example.com", "balance": 1200},
+            {"id": "cus_2", "email": "grace@example.com", "balance": 0},
+            {"id": "cus_3", "email": "alan@example.com", "balance": 300},
+        ],
+        "has_more": false,
+    }))
+    .into_response()
+}
+
+async fn missing() -> Response {
+    let body =
+        json!({"error": {"message": "No such customer: cus_404", "type": "invalid_request_error"}});
+    (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+}
+
+#[derive(serde::Deserialize)]
+struct To {
+    to: String,
+}
+
+async fn redirect(Query(to): Query<To>) -> Response {
+    let mut headers = HeaderMap::new();
+    headers.insert(header::LOCATION, to.to.parse().unwrap());
+    (StatusCode::FOUND, headers).into_response()
+}
+
+#[derive(serde::Deserialize)]
+struct Size {
+    n: usize,
+}
+
+async fn big(Query(size): Query<Size>) -> Response {
+    "x".repeat(size.n).into_response()
+}
+
+async fn flaky(State(seen): State<Arc<Seen>>) -> Response {
+    if seen.flaky.fetch_add(1, Ordering::SeqCst) == 0 {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::RETRY_AFTER, "0".parse().unwrap());
+        return (StatusCode::SERVICE_UNAVAILABLE, headers, "busy").into_response();
+    }
+    axum::Json(json!({"ok": true})).into_response()
+}
+
+async fn slow(State(seen): State<Arc<Seen>>) -> Response {
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    seen.slow_finished.fetch_add(1, Ordering::SeqCst);
+    "late".into_response()
+}

@@ -1,0 +1,53 @@
+//! Helpers shared by the integration tests.
+
+use std::time::Duration;
+
+use sdkbox::egress::{AuthScheme, Credential, Egress, EgressConfig, EgressLimits, Secret};
+use sdkbox::sandbox::{ExecLimits, Outcome, Sandbox};
+use tokio_util::sync::CancellationToken;
+use url::Url;
+
+/// The secret planted in tests; it must never come back in any output.
+pub const CANARY: &str = "sk_test_CANARY_5f3a9c";
+
+/// A sandbox for `base`, with the canary as a bearer token unless told otherwise.
+pub fn sandbox(base: &Url, scheme: Option<AuthScheme>, limits: EgressLimits) -> Sandbox {
+    let credential = scheme.map(|scheme| Credential {
+        scheme,
+        secret: Secret::new(CANARY.to_owned()),
+    });
+    let egress = Egress::new(EgressConfig {
+        base_url: base.clone(),
+        extra_origins: Vec::new(),
+        credential,
+        limits,
+    })
+    .unwrap();
+    Sandbox::new(egress).unwrap()
+}
+
+/// A sandbox for code that makes no network calls.
+pub fn offline() -> Sandbox {
+    let base = Url::parse("http://127.0.0.1:9/").unwrap();
+    sandbox(&base, Some(AuthScheme::Bearer), EgressLimits::default())
+}
+
+/// Limits with a short timeout, for scripts that are expected to hit it.
+pub fn quick(timeout_ms: u64) -> ExecLimits {
+    ExecLimits {
+        timeout: Duration::from_millis(timeout_ms),
+        ..ExecLimits::default()
+    }
+}
+
+/// Runs `code` with `limits` and no cancellation.
+pub async fn run(sandbox: &Sandbox, code: &str, limits: &ExecLimits) -> Outcome {
+    sandbox
+        .execute(code, limits, CancellationToken::new())
+        .await
+}
+
+/// The outcome as JSON text, for "never contains" checks.
+pub fn text(outcome: &Outcome) -> String {
+    serde_json::to_string(outcome).unwrap()
+}
