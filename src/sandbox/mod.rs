@@ -17,7 +17,7 @@ mod runtime;
 mod source;
 mod truncate;
 
-pub use outcome::{ConsoleLine, ErrorKind, ExecError, Outcome, Truncation};
+pub use outcome::{ConsoleLine, ErrorKind, ExecError, Outcome, Timings, Truncation};
 pub use source::{SyntaxError, compile};
 
 use std::sync::Arc;
@@ -80,15 +80,11 @@ impl Sandbox {
         let started = Instant::now();
         let deadline = started + limits.timeout;
         let session = self.egress.session(deadline, cancel.clone());
-        let report = match source::compile(code) {
-            Err(error) => runtime::Report {
-                result_json: None,
-                error: Some(errors::syntax(error)),
-                console: Vec::new(),
-                console_dropped: 0,
-            },
+        let program = source::compile(code).map(Arc::new);
+        let compiled = started.elapsed();
+        let report = match &program {
+            Err(error) => runtime::Report::failed(errors::syntax(error.clone())),
             Ok(program) => {
-                let program = Arc::new(program);
                 let job = runtime::Job {
                     program: program.clone(),
                     limits: limits.clone(),
@@ -98,20 +94,25 @@ impl Sandbox {
                     watchdog: self.host.clone(),
                 };
                 match runtime::spawn(job).await {
-                    Ok(report) => report.mapped_to(&program),
-                    Err(_) => runtime::Report {
-                        result_json: None,
-                        error: Some(ExecError::new(
-                            ErrorKind::Internal,
-                            "the sandbox thread ended without a report",
-                        )),
-                        console: Vec::new(),
-                        console_dropped: 0,
-                    },
+                    Ok(report) => report.mapped_to(program),
+                    Err(_) => runtime::Report::failed(ExecError::new(
+                        ErrorKind::Internal,
+                        "the sandbox thread ended without a report",
+                    )),
                 }
             }
         };
-        self.finish(report, session.calls(), limits, started)
+        let (create, run) = (report.create, report.run);
+        let finishing = Instant::now();
+        let mut outcome = self.finish(report, session.calls(), limits);
+        outcome.timings = Timings {
+            compile_us: micros(compiled),
+            create_us: micros(create),
+            run_us: micros(run),
+            finish_us: micros(finishing.elapsed()),
+        };
+        outcome.duration_ms = started.elapsed().as_millis() as u64;
+        outcome
     }
 
     /// Parses the result, cuts it to size and scrubs the secret from everything.
@@ -120,7 +121,6 @@ impl Sandbox {
         report: runtime::Report,
         http: Vec<crate::egress::CallRecord>,
         limits: &ExecLimits,
-        started: Instant,
     ) -> Outcome {
         let scrubber = self.egress.scrubber();
         let mut error = report.error;
@@ -168,7 +168,12 @@ impl Sandbox {
             console,
             console_dropped: report.console_dropped,
             http,
-            duration_ms: started.elapsed().as_millis() as u64,
+            duration_ms: 0,
+            timings: Timings::default(),
         }
     }
+}
+
+fn micros(d: Duration) -> u64 {
+    d.as_micros() as u64
 }

@@ -106,6 +106,22 @@ pub struct Outcome {
     pub http: Vec<CallRecord>,
     /// Wall time of the whole execution.
     pub duration_ms: u64,
+    /// Where the time went; for benchmarks and logs, not shown to the model.
+    #[serde(skip)]
+    pub timings: Timings,
+}
+
+/// Where an execution's time went, in microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Timings {
+    /// Transpiling the TypeScript.
+    pub compile_us: u64,
+    /// Creating the runtime on its thread.
+    pub create_us: u64,
+    /// Running the prelude and the model's code, result serialisation in JS included.
+    pub run_us: u64,
+    /// Reading, cutting and scrubbing the result.
+    pub finish_us: u64,
 }
 
 fn is_zero(n: &usize) -> bool {

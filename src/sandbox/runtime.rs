@@ -8,6 +8,7 @@
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Duration;
 
 use deno_core::error::CoreError;
 use deno_core::{JsRuntime, ModuleSpecifier, PollEventLoopOptions, RuntimeOptions, v8};
@@ -44,6 +45,10 @@ pub struct Report {
     pub error: Option<ExecError>,
     pub console: Vec<ConsoleLine>,
     pub console_dropped: usize,
+    /// Creating the runtime and its watchdog.
+    pub create: Duration,
+    /// Loading, evaluating and running the model's code, result serialisation included.
+    pub run: Duration,
 }
 
 impl Report {
@@ -54,12 +59,11 @@ impl Report {
             line.text = errors::map_stack(&line.text, program);
         }
         if let Some(json) = &self.result_json
-            && json.contains("ext:")
+            && (json.contains("ext:") || json.contains(MODULE_URL))
+            && let Ok(mut value) = serde_json::from_str::<serde_json::Value>(json)
         {
-            if let Ok(mut value) = serde_json::from_str::<serde_json::Value>(json) {
-                map_strings(&mut value, program);
-                self.result_json = serde_json::to_string(&value).ok();
-            }
+            map_strings(&mut value, program);
+            self.result_json = serde_json::to_string(&value).ok();
         }
         self
     }
@@ -115,66 +119,44 @@ fn run_here(job: Job) -> Report {
         .build()
     {
         Ok(rt) => rt.block_on(run(job)),
-        Err(e) => failed(ExecError::new(
+        Err(e) => Report::failed(ExecError::new(
             ErrorKind::Internal,
             format!("cannot start the execution's event loop: {e}"),
         )),
     }
 }
 
-fn failed(error: ExecError) -> Report {
-    Report {
-        result_json: None,
-        error: Some(error),
-        console: Vec::new(),
-        console_dropped: 0,
+impl Report {
+    /// A report of a run that produced nothing but `error`.
+    pub fn failed(error: ExecError) -> Self {
+        Report {
+            result_json: None,
+            error: Some(error),
+            console: Vec::new(),
+            console_dropped: 0,
+            create: Duration::ZERO,
+            run: Duration::ZERO,
+        }
     }
 }
 
 async fn run(job: Job) -> Report {
+    let started = std::time::Instant::now();
     let stop = StopReason::default();
-    let mut runtime = match JsRuntime::try_new(RuntimeOptions {
-        module_loader: Some(Rc::new(SandboxLoader)),
-        extensions: vec![sdkbox_sandbox::init(
-            job.session.clone(),
-            job.limits.max_console_chars,
-        )],
-        create_params: Some(v8::CreateParams::default().heap_limits(0, job.limits.memory_bytes)),
-        ..Default::default()
-    }) {
+    let mut runtime = match create_runtime(&job, &stop) {
         Ok(runtime) => runtime,
-        Err(e) => {
-            return failed(ExecError::new(
-                ErrorKind::Internal,
-                format!("cannot create a JavaScript runtime: {e}"),
-            ));
-        }
+        Err(error) => return Report::failed(error),
     };
-    let isolate = runtime.v8_isolate().thread_safe_handle();
-    {
-        let (stop, isolate) = (stop.clone(), isolate.clone());
-        runtime.add_near_heap_limit_callback(move |current, _initial| {
-            stop.set(StopReason::MEMORY);
-            isolate.terminate_execution();
-            // Never raise the limit: on QuickJS a larger limit grows memory without bound.
-            current
-        });
-    }
     let finished = CancellationToken::new();
-    let _finish_watchdog = finished.clone().drop_guard();
-    job.watchdog.spawn({
-        let (stop, cancel, deadline) = (stop.clone(), job.cancel.clone(), job.deadline);
-        async move {
-            tokio::select! {
-                _ = finished.cancelled() => return,
-                _ = tokio::time::sleep_until(deadline) => stop.set(StopReason::TIMEOUT),
-                _ = cancel.cancelled() => stop.set(StopReason::CANCELLED),
-            }
-            isolate.terminate_execution();
-        }
-    });
-
-    let outcome = tokio::select! {
+    let _end_watchdog = finished.clone().drop_guard();
+    spawn_watchdog(
+        &job,
+        &stop,
+        runtime.v8_isolate().thread_safe_handle(),
+        finished,
+    );
+    let created = std::time::Instant::now();
+    let failure = tokio::select! {
         result = drive(&mut runtime, &job.program) => result.err(),
         _ = tokio::time::sleep_until(job.deadline) => {
             stop.set(StopReason::TIMEOUT);
@@ -192,14 +174,66 @@ async fn run(job: Job) -> Report {
             ErrorKind::Cancelled,
             "the execution was cancelled by the client",
         )),
-        _ => outcome.map(|e| errors::from_core(&e, &job.program, &job.limits)),
+        _ => failure.map(|e| errors::from_core(&e, &job.program, &job.limits)),
     };
-    let state = runtime.op_state();
-    let mut state = match state.try_borrow_mut() {
-        Ok(state) => state,
-        Err(_) => {
-            return failed(ExecError::new(ErrorKind::Internal, "runtime state is busy"));
+    let mut report = collect(&runtime, error);
+    report.create = created - started;
+    report.run = created.elapsed();
+    report
+}
+
+/// A fresh runtime with the sandbox extension, the heap limit and its stop callback.
+fn create_runtime(job: &Job, stop: &StopReason) -> Result<JsRuntime, ExecError> {
+    let mut runtime = JsRuntime::try_new(RuntimeOptions {
+        module_loader: Some(Rc::new(SandboxLoader)),
+        extensions: vec![sdkbox_sandbox::init(
+            job.session.clone(),
+            job.limits.max_console_chars,
+        )],
+        create_params: Some(v8::CreateParams::default().heap_limits(0, job.limits.memory_bytes)),
+        ..Default::default()
+    })
+    .map_err(|e| {
+        ExecError::new(
+            ErrorKind::Internal,
+            format!("cannot create a JavaScript runtime: {e}"),
+        )
+    })?;
+    let isolate = runtime.v8_isolate().thread_safe_handle();
+    let stop = stop.clone();
+    runtime.add_near_heap_limit_callback(move |current, _initial| {
+        stop.set(StopReason::MEMORY);
+        isolate.terminate_execution();
+        // Never raise the limit: on QuickJS a larger limit grows memory without bound.
+        current
+    });
+    Ok(runtime)
+}
+
+/// Terminates the isolate at the deadline or on cancellation, unless the run finished first.
+/// It lives on the long-lived runtime: the execution's own thread may be stuck in a loop.
+fn spawn_watchdog(
+    job: &Job,
+    stop: &StopReason,
+    isolate: v8::IsolateHandle,
+    finished: CancellationToken,
+) {
+    let (stop, cancel, deadline) = (stop.clone(), job.cancel.clone(), job.deadline);
+    job.watchdog.spawn(async move {
+        tokio::select! {
+            _ = finished.cancelled() => return,
+            _ = tokio::time::sleep_until(deadline) => stop.set(StopReason::TIMEOUT),
+            _ = cancel.cancelled() => stop.set(StopReason::CANCELLED),
         }
+        isolate.terminate_execution();
+    });
+}
+
+/// Takes the result and console lines out of the runtime's state.
+fn collect(runtime: &JsRuntime, error: Option<ExecError>) -> Report {
+    let state = runtime.op_state();
+    let Ok(mut state) = state.try_borrow_mut() else {
+        return Report::failed(ExecError::new(ErrorKind::Internal, "runtime state is busy"));
     };
     let result_json = state.try_take::<ResultSlot>().and_then(|slot| slot.0);
     let (console, console_dropped) = match state.try_borrow_mut::<Console>() {
@@ -211,6 +245,8 @@ async fn run(job: Job) -> Report {
         error,
         console,
         console_dropped,
+        create: Duration::ZERO,
+        run: Duration::ZERO,
     }
 }
 

@@ -1,6 +1,14 @@
 //! sdkbox's integration tests, in one crate so the engine is linked once: golden cases for
 //! the sandbox, hostile scripts, egress against a real loopback provider, and the CLI.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    missing_docs,
+    reason = "tests fail loudly by design"
+)]
+
 mod cli;
 mod egress;
 mod golden;
