@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::routing::get;
 use sdkbox::egress::{Egress, EgressConfig, EgressLimits};
-use sdkbox::sandbox::{ExecLimits, Outcome, Sandbox, Timings};
+use sdkbox::sandbox::{ExecLimits, InProcessSandbox, Outcome, Timings};
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
@@ -40,7 +40,7 @@ async fn bench() {
         limits: EgressLimits::default(),
     })
     .unwrap();
-    let sandbox = Sandbox::new(egress).unwrap();
+    let sandbox = InProcessSandbox::new(egress);
     let rss_start = status_kib("VmRSS");
     for _ in 0..20 {
         assert!(execute(&sandbox, TRIVIAL).await.ok);
@@ -97,7 +97,7 @@ async fn bench() {
     );
 }
 
-async fn execute(sandbox: &Sandbox, code: &str) -> Outcome {
+async fn execute(sandbox: &InProcessSandbox, code: &str) -> Outcome {
     sandbox
         .execute(code, &ExecLimits::default(), CancellationToken::new())
         .await

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use sdkbox::egress::{AuthScheme, Credential, Egress, EgressConfig, EgressLimits, Secret};
-use sdkbox::sandbox::{ExecLimits, Sandbox};
+use sdkbox::sandbox::{ExecLimits, InProcessSandbox};
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
@@ -119,7 +119,7 @@ async fn exec(args: ExecArgs) -> Result<ExitCode> {
         memory_bytes: args.memory_mb * 1024 * 1024,
         ..ExecLimits::default()
     };
-    let sandbox = Sandbox::new(egress)?;
+    let sandbox = InProcessSandbox::new(egress);
     let outcome = sandbox
         .execute(&code, &limits, CancellationToken::new())
         .await;

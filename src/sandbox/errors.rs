@@ -31,6 +31,14 @@ pub fn memory(limits: &ExecLimits) -> ExecError {
     )
 }
 
+/// The caller cancelled the execution.
+pub fn cancelled() -> ExecError {
+    ExecError::new(
+        ErrorKind::Cancelled,
+        "the execution was cancelled by the client",
+    )
+}
+
 /// The code does not parse.
 pub fn syntax(error: SyntaxError) -> ExecError {
     ExecError {

@@ -9,23 +9,32 @@ use std::rc::Rc;
 use deno_core::{OpState, op2};
 use serde::Serialize;
 
+use std::sync::Arc;
+
+use super::network::{Network, NetworkError};
 use super::outcome::ConsoleLine;
-use crate::egress::{EgressSession, ScriptRequest, ScriptResponse};
+use crate::egress::{ScriptRequest, ScriptResponse};
 
 deno_core::extension!(
     sdkbox_sandbox,
-    ops = [op_sdkbox_log, op_sdkbox_http, op_sdkbox_result],
-    options = { session: EgressSession, console_limit: usize },
+    ops = [
+        op_sdkbox_log,
+        op_sdkbox_http,
+        op_sdkbox_result,
+        op_sdkbox_test_crash
+    ],
     middleware = |op| match op.name {
         "op_print" | "op_panic" | "op_import_sync" | "op_import_sync_with_source" => op.disable(),
         _ => op,
     },
-    state = |state, options| {
-        state.put(options.session);
-        state.put(Console::new(options.console_limit));
+    state = |state| {
         state.put(ResultSlot::default());
     },
 );
+
+/// Present in a runtime's state only when the test-only crash op may act (worker crash
+/// tests). Scripts cannot create it.
+pub struct TestHooks;
 
 /// Console lines captured so far, bounded by a character budget.
 pub struct Console {
@@ -36,7 +45,8 @@ pub struct Console {
 }
 
 impl Console {
-    fn new(limit: usize) -> Self {
+    /// A console that keeps up to `limit` bytes of text.
+    pub fn new(limit: usize) -> Self {
         Self {
             lines: Vec::new(),
             left: limit,
@@ -101,20 +111,17 @@ struct HttpReply {
     #[serde(skip_serializing_if = "Option::is_none")]
     response: Option<ScriptResponse>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<HttpFailure>,
-}
-
-#[derive(Serialize)]
-struct HttpFailure {
-    kind: &'static str,
-    message: String,
+    error: Option<NetworkError>,
 }
 
 impl HttpReply {
-    fn failure(kind: &'static str, message: String) -> Self {
+    fn failure(kind: &str, message: String) -> Self {
         Self {
             response: None,
-            error: Some(HttpFailure { kind, message }),
+            error: Some(NetworkError {
+                kind: kind.to_owned(),
+                message,
+            }),
         }
     }
 }
@@ -125,24 +132,43 @@ async fn op_sdkbox_http(
     state: Rc<RefCell<OpState>>,
     #[serde] request: serde_json::Value,
 ) -> HttpReply {
-    let session = match state.try_borrow() {
-        Ok(state) => state.try_borrow::<EgressSession>().cloned(),
+    let network = match state.try_borrow() {
+        Ok(state) => state.try_borrow::<Arc<dyn Network>>().cloned(),
         Err(_) => None,
     };
-    let Some(session) = session else {
+    let Some(network) = network else {
         return HttpReply::failure("internal", "the network bridge is unavailable".into());
     };
     let request: ScriptRequest = match serde_json::from_value(request) {
         Ok(request) => request,
         Err(e) => return HttpReply::failure("invalid_request", format!("malformed request: {e}")),
     };
-    match session.send(request).await {
+    match network.send(request).await {
         Ok(response) => HttpReply {
             response: Some(response),
             error: None,
         },
-        Err(error) => HttpReply::failure(error.kind(), error.to_string()),
+        Err(error) => HttpReply {
+            response: None,
+            error: Some(error),
+        },
     }
+}
+
+/// Kills the process the way a panicking op does on QuickJS, for the worker crash tests.
+/// Without [`TestHooks`] in the state it only says it is unavailable.
+#[op2(fast)]
+fn op_sdkbox_test_crash(state: &mut OpState) -> bool {
+    if state.try_borrow::<TestHooks>().is_some() {
+        #[allow(
+            clippy::panic,
+            reason = "a test-only crash, enabled by the worker crash tests"
+        )]
+        {
+            panic!("test-only crash requested by the script");
+        }
+    }
+    false
 }
 
 #[cfg(test)]
@@ -161,10 +187,12 @@ mod tests {
         .unwrap();
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
         let session = egress.session(deadline, tokio_util::sync::CancellationToken::new());
+        let network: Arc<dyn Network> = Arc::new(session);
         let mut runtime = deno_core::JsRuntime::new(deno_core::RuntimeOptions {
-            extensions: vec![sdkbox_sandbox::init(session, 100)],
+            extensions: vec![sdkbox_sandbox::init()],
             ..Default::default()
         });
+        runtime.op_state().borrow_mut().put(network);
         // Before the prelude runs, Deno.core.ops is still there: exactly what the prelude
         // removes. A panic here would abort the test process, not fail it.
         let code = r#"
@@ -173,6 +201,7 @@ mod tests {
               try { Deno.core.ops[op]("boom\n", false); out.push(op + ": ran"); }
               catch (e) { out.push(op + ": " + e.message); }
             }
+            out.push("crash op: " + Deno.core.ops.op_sdkbox_test_crash());
             out.join("; ")
         "#;
         let value = runtime.execute_script("probe.js", code).unwrap();
@@ -180,5 +209,7 @@ mod tests {
         let text = deno_core::v8::Local::new(scope, value).to_rust_string_lossy(scope);
         assert!(!text.contains("ran"), "{text}");
         assert_eq!(text.matches("disabled").count(), 2, "{text}");
+        // Without TestHooks in the state, the test-only crash op does nothing.
+        assert!(text.ends_with("crash op: false"), "{text}");
     }
 }

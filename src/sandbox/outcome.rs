@@ -1,12 +1,12 @@
 //! What an execution returns: the result as JSON, console lines, the HTTP call log, and an
 //! error that says which limit or line was at fault and what to do.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::egress::CallRecord;
 
 /// One captured console line.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ConsoleLine {
     /// `log`, `info`, `warn`, `error` or `debug`.
     pub level: String,
@@ -15,7 +15,7 @@ pub struct ConsoleLine {
 }
 
 /// Which kind of failure ended an execution.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum ErrorKind {
     /// The code does not parse.
@@ -37,7 +37,7 @@ pub enum ErrorKind {
 }
 
 /// Why an execution failed, positioned in the model's code where possible.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ExecError {
     /// The kind of failure.
     pub kind: ErrorKind,

@@ -2,26 +2,29 @@
 //! it: a watchdog for the deadline and cancellation, a heap-limit callback for memory, and a
 //! timeout around the event loop for work that is waiting rather than running.
 //!
-//! Invariants: the runtime is created, used and dropped on its own thread and never reused
-//! (QuickJS allows ~270 runtimes per thread); after a termination it is only dropped.
+//! A runtime can be prepared ahead ([`prepare`]): its thread creates it and runs the prelude,
+//! then waits for a job, so creation is off the request path.
+//!
+//! Invariants: the runtime is created, used and dropped on its own thread and used for one
+//! job only (QuickJS allows ~270 runtimes per thread); after a termination it is only dropped.
 
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::time::Duration;
 
-use deno_core::error::CoreError;
+use deno_core::error::{CoreError, CoreErrorKind};
 use deno_core::{JsRuntime, ModuleSpecifier, PollEventLoopOptions, RuntimeOptions, v8};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::loader::SandboxLoader;
-use super::ops::{Console, ResultSlot, sdkbox_sandbox};
-use super::outcome::{ConsoleLine, ErrorKind, ExecError};
+use super::network::Network;
+use super::ops::{Console, ResultSlot, TestHooks, sdkbox_sandbox};
+use super::outcome::{ErrorKind, ExecError};
+use super::report::Report;
 use super::source::{MODULE_URL, Program};
 use super::{ExecLimits, errors};
-use crate::egress::EgressSession;
 
 const BOOTSTRAP: &str = include_str!("bootstrap.js");
 
@@ -30,52 +33,89 @@ const THREAD_STACK: usize = 16 * 1024 * 1024;
 
 /// Everything one execution needs, moved onto its thread.
 pub struct Job {
+    /// The compiled code.
     pub program: Arc<Program>,
+    /// Its limits; the memory limit must match the one the runtime was prepared with.
     pub limits: ExecLimits,
-    pub session: EgressSession,
+    /// The only way out.
+    pub network: Arc<dyn Network>,
+    /// Stops the execution when cancelled.
     pub cancel: CancellationToken,
+    /// When the execution must end.
     pub deadline: Instant,
     /// The long-lived runtime that hosts the watchdog.
     pub watchdog: tokio::runtime::Handle,
 }
 
-/// What the execution thread reports back.
-pub struct Report {
-    pub result_json: Option<String>,
-    pub error: Option<ExecError>,
-    pub console: Vec<ConsoleLine>,
-    pub console_dropped: usize,
-    /// Creating the runtime and its watchdog.
-    pub create: Duration,
-    /// Loading, evaluating and running the model's code, result serialisation included.
-    pub run: Duration,
+/// Settings fixed when a runtime is prepared.
+#[derive(Debug, Clone, Copy)]
+pub struct RuntimeSettings {
+    /// The heap limit.
+    pub memory_bytes: usize,
+    /// Whether the test-only crash op is reachable (worker crash tests only).
+    pub test_crash_op: bool,
 }
 
-impl Report {
-    /// Rewrites stacks in console lines and in the result (caught errors returned as data)
-    /// to positions in the model's code.
-    pub fn mapped_to(mut self, program: &Program) -> Self {
-        for line in &mut self.console {
-            line.text = errors::map_stack(&line.text, program);
+/// A runtime being prepared on its own thread, waiting for one job.
+pub struct Prepared {
+    settings: RuntimeSettings,
+    jobs: std::sync::mpsc::SyncSender<(Job, oneshot::Sender<Report>)>,
+}
+
+impl Prepared {
+    /// The settings this runtime was prepared with.
+    pub fn settings(&self) -> RuntimeSettings {
+        self.settings
+    }
+
+    /// Hands the job to the prepared runtime; the receiver yields its report.
+    pub fn run(self, job: Job) -> oneshot::Receiver<Report> {
+        let (tx, rx) = oneshot::channel();
+        if let Err(std::sync::mpsc::SendError((_, tx))) = self.jobs.send((job, tx)) {
+            let _ = tx.send(Report::failed(ExecError::new(
+                ErrorKind::Internal,
+                "the prepared runtime's thread ended before the job arrived",
+            )));
         }
-        if let Some(json) = &self.result_json
-            && (json.contains("ext:") || json.contains(MODULE_URL))
-            && let Ok(mut value) = serde_json::from_str::<serde_json::Value>(json)
-        {
-            map_strings(&mut value, program);
-            self.result_json = serde_json::to_string(&value).ok();
-        }
-        self
+        rx
     }
 }
 
-fn map_strings(value: &mut serde_json::Value, program: &Program) {
-    match value {
-        serde_json::Value::String(s) => *s = errors::map_stack(s, program),
-        serde_json::Value::Array(items) => items.iter_mut().for_each(|v| map_strings(v, program)),
-        serde_json::Value::Object(map) => map.values_mut().for_each(|v| map_strings(v, program)),
-        _ => {}
+/// Starts a thread that creates a runtime now and runs one job later.
+pub fn prepare(settings: RuntimeSettings) -> Prepared {
+    let (jobs, incoming) = std::sync::mpsc::sync_channel::<(Job, oneshot::Sender<Report>)>(1);
+    let spawned = std::thread::Builder::new()
+        .name("sdkbox-exec".into())
+        .stack_size(THREAD_STACK)
+        .spawn(move || {
+            let started = std::time::Instant::now();
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build();
+            let ready = runtime
+                .map_err(|e| {
+                    ExecError::new(
+                        ErrorKind::Internal,
+                        format!("cannot start an event loop: {e}"),
+                    )
+                })
+                .and_then(|rt| Ok((create_runtime(&rt, settings)?, rt)));
+            let created = started.elapsed();
+            // Waits for the job; ends quietly if the prepared runtime is dropped unused.
+            let Ok((job, reply)) = incoming.recv() else {
+                return;
+            };
+            let mut report = match ready {
+                Ok((prepared, rt)) => rt.block_on(prepared.run(job)),
+                Err(error) => Report::failed(error),
+            };
+            report.create_us = created.as_micros() as u64;
+            let _ = reply.send(report);
+        });
+    if let Err(error) = spawned {
+        tracing::error!(%error, "cannot start an execution thread");
     }
+    Prepared { settings, jobs }
 }
 
 /// Why the runtime was stopped from outside, first reason wins.
@@ -98,116 +138,89 @@ impl StopReason {
     }
 }
 
-/// Runs the job on a new thread; the receiver yields its report.
-pub fn spawn(job: Job) -> oneshot::Receiver<Report> {
-    let (tx, rx) = oneshot::channel();
-    let spawned = std::thread::Builder::new()
-        .name("sdkbox-exec".into())
-        .stack_size(THREAD_STACK)
-        .spawn(move || {
-            let _ = tx.send(run_here(job));
-        });
-    if let Err(error) = spawned {
-        tracing::error!(%error, "cannot start an execution thread");
-    }
-    rx
+/// A created runtime with the prelude run and its harness in hand.
+struct Ready {
+    runtime: JsRuntime,
+    harness: v8::Global<v8::Function>,
+    stop: StopReason,
 }
 
-fn run_here(job: Job) -> Report {
-    match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt.block_on(run(job)),
-        Err(e) => Report::failed(ExecError::new(
-            ErrorKind::Internal,
-            format!("cannot start the execution's event loop: {e}"),
-        )),
-    }
-}
-
-impl Report {
-    /// A report of a run that produced nothing but `error`.
-    pub fn failed(error: ExecError) -> Self {
-        Report {
-            result_json: None,
-            error: Some(error),
-            console: Vec::new(),
-            console_dropped: 0,
-            create: Duration::ZERO,
-            run: Duration::ZERO,
-        }
-    }
-}
-
-async fn run(job: Job) -> Report {
-    let started = std::time::Instant::now();
-    let stop = StopReason::default();
-    let mut runtime = match create_runtime(&job, &stop) {
-        Ok(runtime) => runtime,
-        Err(error) => return Report::failed(error),
+/// A fresh runtime with the sandbox extension, the heap limit and its stop callback, and
+/// the prelude run.
+fn create_runtime(
+    rt: &tokio::runtime::Runtime,
+    settings: RuntimeSettings,
+) -> Result<Ready, ExecError> {
+    let _entered = rt.enter();
+    let internal = |what: &str, e: &dyn std::fmt::Display| {
+        ExecError::new(ErrorKind::Internal, format!("{what}: {e}"))
     };
-    let finished = CancellationToken::new();
-    let _end_watchdog = finished.clone().drop_guard();
-    spawn_watchdog(
-        &job,
-        &stop,
-        runtime.v8_isolate().thread_safe_handle(),
-        finished,
-    );
-    let created = std::time::Instant::now();
-    let failure = tokio::select! {
-        result = drive(&mut runtime, &job.program) => result.err(),
-        _ = tokio::time::sleep_until(job.deadline) => {
-            stop.set(StopReason::TIMEOUT);
-            None
-        }
-        _ = job.cancel.cancelled() => {
-            stop.set(StopReason::CANCELLED);
-            None
-        }
-    };
-    let error = match stop.get() {
-        StopReason::TIMEOUT => Some(errors::timeout(&job.limits)),
-        StopReason::MEMORY => Some(errors::memory(&job.limits)),
-        StopReason::CANCELLED => Some(ExecError::new(
-            ErrorKind::Cancelled,
-            "the execution was cancelled by the client",
-        )),
-        _ => failure.map(|e| errors::from_core(&e, &job.program, &job.limits)),
-    };
-    let mut report = collect(&runtime, error);
-    report.create = created - started;
-    report.run = created.elapsed();
-    report
-}
-
-/// A fresh runtime with the sandbox extension, the heap limit and its stop callback.
-fn create_runtime(job: &Job, stop: &StopReason) -> Result<JsRuntime, ExecError> {
     let mut runtime = JsRuntime::try_new(RuntimeOptions {
         module_loader: Some(Rc::new(SandboxLoader)),
-        extensions: vec![sdkbox_sandbox::init(
-            job.session.clone(),
-            job.limits.max_console_chars,
-        )],
-        create_params: Some(v8::CreateParams::default().heap_limits(0, job.limits.memory_bytes)),
+        extensions: vec![sdkbox_sandbox::init()],
+        create_params: Some(v8::CreateParams::default().heap_limits(0, settings.memory_bytes)),
         ..Default::default()
     })
-    .map_err(|e| {
-        ExecError::new(
-            ErrorKind::Internal,
-            format!("cannot create a JavaScript runtime: {e}"),
-        )
-    })?;
+    .map_err(|e| internal("cannot create a JavaScript runtime", &e))?;
+    if settings.test_crash_op
+        && let Ok(mut state) = runtime.op_state().try_borrow_mut()
+    {
+        state.put(TestHooks);
+    }
+    let stop = StopReason::default();
     let isolate = runtime.v8_isolate().thread_safe_handle();
-    let stop = stop.clone();
+    let on_limit = stop.clone();
     runtime.add_near_heap_limit_callback(move |current, _initial| {
-        stop.set(StopReason::MEMORY);
+        on_limit.set(StopReason::MEMORY);
         isolate.terminate_execution();
         // Never raise the limit: on QuickJS a larger limit grows memory without bound.
         current
     });
-    Ok(runtime)
+    let harness = runtime
+        .execute_script("ext:sdkbox/bootstrap.js", BOOTSTRAP)
+        .map_err(|e| internal("the sandbox prelude failed", &e))?;
+    let harness = as_function(&mut runtime, harness)
+        .ok_or_else(|| internal("the sandbox prelude failed", &"no harness returned"))?;
+    Ok(Ready {
+        runtime,
+        harness,
+        stop,
+    })
+}
+
+impl Ready {
+    async fn run(mut self, job: Job) -> Report {
+        let stop = self.stop.clone();
+        if let Ok(mut state) = self.runtime.op_state().try_borrow_mut() {
+            state.put(job.network.clone());
+            state.put(Console::new(job.limits.max_console_chars));
+        }
+        let finished = CancellationToken::new();
+        let _end_watchdog = finished.clone().drop_guard();
+        let isolate = self.runtime.v8_isolate().thread_safe_handle();
+        spawn_watchdog(&job, &stop, isolate, finished);
+        let started = std::time::Instant::now();
+        let failure = tokio::select! {
+            result = drive(&mut self.runtime, &self.harness, &job.program) => result.err(),
+            _ = tokio::time::sleep_until(job.deadline) => {
+                stop.set(StopReason::TIMEOUT);
+                None
+            }
+            _ = job.cancel.cancelled() => {
+                stop.set(StopReason::CANCELLED);
+                None
+            }
+        };
+        let error = match stop.get() {
+            StopReason::TIMEOUT => Some(errors::timeout(&job.limits)),
+            StopReason::MEMORY => Some(errors::memory(&job.limits)),
+            StopReason::CANCELLED => Some(errors::cancelled()),
+            _ => failure.map(|e| errors::from_core(&e, &job.program, &job.limits)),
+        };
+        let mut report = collect(&self.runtime, error);
+        report.run_us = started.elapsed().as_micros() as u64;
+        report.mapped_to(&job.program)
+    }
 }
 
 /// Terminates the isolate at the deadline or on cancellation, unless the run finished first.
@@ -245,21 +258,21 @@ fn collect(runtime: &JsRuntime, error: Option<ExecError>) -> Report {
         error,
         console,
         console_dropped,
-        create: Duration::ZERO,
-        run: Duration::ZERO,
+        compile_us: 0,
+        create_us: 0,
+        run_us: 0,
     }
 }
 
-/// Runs the prelude, loads and evaluates the model's module, then calls its entry through
-/// the harness, driving the event loop until all of it has settled.
-async fn drive(runtime: &mut JsRuntime, program: &Program) -> Result<(), CoreError> {
-    let harness = runtime.execute_script("ext:sdkbox/bootstrap.js", BOOTSTRAP)?;
-    let harness = as_function(runtime, harness)?;
-    let specifier = ModuleSpecifier::parse(MODULE_URL).map_err(|e| {
-        CoreError::from(deno_core::error::CoreErrorKind::Io(std::io::Error::other(
-            e,
-        )))
-    })?;
+/// Loads and evaluates the model's module, then calls its entry through the harness,
+/// driving the event loop until all of it has settled.
+async fn drive(
+    runtime: &mut JsRuntime,
+    harness: &v8::Global<v8::Function>,
+    program: &Program,
+) -> Result<(), CoreError> {
+    let specifier = ModuleSpecifier::parse(MODULE_URL)
+        .map_err(|e| CoreError::from(CoreErrorKind::Io(std::io::Error::other(e))))?;
     let id = runtime
         .load_main_es_module_from_code(&specifier, program.js.clone())
         .await?;
@@ -274,7 +287,7 @@ async fn drive(runtime: &mut JsRuntime, program: &Program) -> Result<(), CoreErr
         let value: v8::Local<v8::Value> = local.into();
         v8::Global::new(scope, value)
     };
-    let call = runtime.call_with_args(&harness, &[namespace]);
+    let call = runtime.call_with_args(harness, &[namespace]);
     runtime
         .with_event_loop_promise(Box::pin(call), PollEventLoopOptions::default())
         .await?;
@@ -284,13 +297,9 @@ async fn drive(runtime: &mut JsRuntime, program: &Program) -> Result<(), CoreErr
 fn as_function(
     runtime: &mut JsRuntime,
     value: v8::Global<v8::Value>,
-) -> Result<v8::Global<v8::Function>, CoreError> {
+) -> Option<v8::Global<v8::Function>> {
     deno_core::scope!(scope, runtime);
     let local = v8::Local::new(scope, value);
-    match v8::Local::<v8::Function>::try_from(local) {
-        Ok(function) => Ok(v8::Global::new(scope, function)),
-        Err(_) => Err(CoreError::from(deno_core::error::CoreErrorKind::Io(
-            std::io::Error::other("the sandbox prelude did not return its harness"),
-        ))),
-    }
+    let function = v8::Local::<v8::Function>::try_from(local).ok()?;
+    Some(v8::Global::new(scope, function))
 }

@@ -135,3 +135,25 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     found
 }
+
+#[test]
+fn the_readme_example_runs() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/hello.ts");
+    let output = sdkbox()
+        .args(["exec", example, "--base-url", "https://api.github.com"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let outcome: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        outcome["result"]["withMoons"],
+        serde_json::json!(["Earth", "Mars", "Jupiter"])
+    );
+    let refused = outcome["result"]["refused"].as_str().unwrap();
+    assert!(refused.contains("only https://api.github.com"), "{refused}");
+    assert_eq!(outcome["console"][0]["text"], "4 planets, 98 moons");
+}

@@ -3,18 +3,23 @@
 
 use std::time::Duration;
 
-use sdkbox::sandbox::{ErrorKind, ExecLimits, Outcome, Sandbox};
+use sdkbox::sandbox::{ErrorKind, ExecLimits, InProcessSandbox, Outcome};
 use tokio_util::sync::CancellationToken;
 
 use crate::support::{self, quick, run};
 
-async fn still_serving(sandbox: &Sandbox) {
+async fn still_serving(sandbox: &InProcessSandbox) {
     let outcome = run(sandbox, "return 1 + 1", &ExecLimits::default()).await;
     assert!(outcome.ok, "the next call failed: {outcome:?}");
     assert_eq!(outcome.result, serde_json::json!(2));
 }
 
-async fn fails(sandbox: &Sandbox, code: &str, limits: &ExecLimits, kind: ErrorKind) -> Outcome {
+async fn fails(
+    sandbox: &InProcessSandbox,
+    code: &str,
+    limits: &ExecLimits,
+    kind: ErrorKind,
+) -> Outcome {
     let outcome = run(sandbox, code, limits).await;
     assert!(
         !outcome.ok,

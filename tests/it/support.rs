@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use sdkbox::egress::{AuthScheme, Credential, Egress, EgressConfig, EgressLimits, Secret};
-use sdkbox::sandbox::{ExecLimits, Outcome, Sandbox};
+use sdkbox::sandbox::{ExecLimits, InProcessSandbox, Outcome};
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
@@ -11,7 +11,7 @@ use url::Url;
 pub const CANARY: &str = "sk_test_CANARY_5f3a9c";
 
 /// A sandbox for `base`, with the canary as a bearer token unless told otherwise.
-pub fn sandbox(base: &Url, scheme: Option<AuthScheme>, limits: EgressLimits) -> Sandbox {
+pub fn sandbox(base: &Url, scheme: Option<AuthScheme>, limits: EgressLimits) -> InProcessSandbox {
     let credential = scheme.map(|scheme| Credential {
         scheme,
         secret: Secret::new(CANARY.to_owned()),
@@ -23,11 +23,11 @@ pub fn sandbox(base: &Url, scheme: Option<AuthScheme>, limits: EgressLimits) -> 
         limits,
     })
     .unwrap();
-    Sandbox::new(egress).unwrap()
+    InProcessSandbox::new(egress)
 }
 
 /// A sandbox for code that makes no network calls.
-pub fn offline() -> Sandbox {
+pub fn offline() -> InProcessSandbox {
     let base = Url::parse("http://127.0.0.1:9/").unwrap();
     sandbox(&base, Some(AuthScheme::Bearer), EgressLimits::default())
 }
@@ -41,7 +41,7 @@ pub fn quick(timeout_ms: u64) -> ExecLimits {
 }
 
 /// Runs `code` with `limits` and no cancellation.
-pub async fn run(sandbox: &Sandbox, code: &str, limits: &ExecLimits) -> Outcome {
+pub async fn run(sandbox: &InProcessSandbox, code: &str, limits: &ExecLimits) -> Outcome {
     sandbox
         .execute(code, limits, CancellationToken::new())
         .await
