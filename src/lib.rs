@@ -6,3 +6,4 @@
 
 pub mod egress;
 pub mod sandbox;
+pub mod worker;

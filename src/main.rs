@@ -8,7 +8,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use sdkbox::egress::{AuthScheme, Credential, Egress, EgressConfig, EgressLimits, Secret};
-use sdkbox::sandbox::{ExecLimits, InProcessSandbox};
+use sdkbox::sandbox::{ExecLimits, InProcessSandbox, RuntimeSettings};
+use sdkbox::worker::{Pool, PoolConfig, ProcessLimits, WorkerSettings};
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
@@ -24,6 +25,31 @@ struct Cli {
 enum Command {
     /// Run one TypeScript file in the sandbox and print the outcome as JSON.
     Exec(ExecArgs),
+    /// Internal: serve executions for a supervisor over standard input (a Unix socket).
+    #[command(hide = true)]
+    Worker(WorkerArgs),
+}
+
+#[derive(Args)]
+struct WorkerArgs {
+    /// Heap limit of each runtime.
+    #[arg(long)]
+    memory_bytes: usize,
+    /// Address space limit of the process.
+    #[arg(long, default_value_t = 8 << 30)]
+    address_space_bytes: u64,
+    /// CPU time limit of the process, in seconds.
+    #[arg(long, default_value_t = 3600)]
+    cpu_seconds: u64,
+    /// Open files limit of the process.
+    #[arg(long, default_value_t = 64)]
+    open_files: u64,
+    /// Make the test-only crash op reachable (worker crash tests).
+    #[arg(long)]
+    test_crash_op: bool,
+    /// Harden this process, try what a worker must not be able to do, print the result.
+    #[arg(long)]
+    probe: bool,
 }
 
 #[derive(Args)]
@@ -51,6 +77,9 @@ struct ExecArgs {
     /// Requests one execution may send.
     #[arg(long, default_value_t = 50)]
     max_requests: u32,
+    /// Run in this process instead of a worker process (for debugging).
+    #[arg(long)]
+    in_process: bool,
 }
 
 fn main() -> ExitCode {
@@ -82,10 +111,35 @@ fn disable_bytecode_cache() {
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
-    let runtime = tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;
     match cli.command {
-        Command::Exec(args) => runtime.block_on(exec(args)),
+        Command::Exec(args) => {
+            let runtime =
+                tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;
+            runtime.block_on(exec(args))
+        }
+        Command::Worker(args) => worker(args),
     }
+}
+
+fn worker(args: WorkerArgs) -> Result<ExitCode> {
+    let process = ProcessLimits {
+        address_space_bytes: args.address_space_bytes,
+        cpu_seconds: args.cpu_seconds,
+        open_files: args.open_files,
+    };
+    if args.probe {
+        let probe = sdkbox::worker::probe(&process)?;
+        println!("{}", serde_json::to_string(&probe)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    sdkbox::worker::serve(WorkerSettings {
+        runtime: RuntimeSettings {
+            memory_bytes: args.memory_bytes,
+            test_crash_op: args.test_crash_op,
+        },
+        process,
+    })?;
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn exec(args: ExecArgs) -> Result<ExitCode> {
@@ -119,10 +173,21 @@ async fn exec(args: ExecArgs) -> Result<ExitCode> {
         memory_bytes: args.memory_mb * 1024 * 1024,
         ..ExecLimits::default()
     };
-    let sandbox = InProcessSandbox::new(egress);
-    let outcome = sandbox
-        .execute(&code, &limits, CancellationToken::new())
-        .await;
+    let outcome = if args.in_process {
+        let sandbox = InProcessSandbox::new(egress);
+        sandbox
+            .execute(&code, &limits, CancellationToken::new())
+            .await
+    } else {
+        let config = PoolConfig {
+            workers: 1,
+            queue: 0,
+            spare: false,
+            ..PoolConfig::for_this_binary(limits.memory_bytes)?
+        };
+        let pool = Pool::start(config, egress).await?;
+        pool.execute(&code, &limits, CancellationToken::new()).await
+    };
     println!("{}", serde_json::to_string_pretty(&outcome)?);
     Ok(if outcome.ok {
         ExitCode::SUCCESS

@@ -19,7 +19,7 @@ const MAX_RETRIES: u32 = 2;
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(10);
 
 /// How a script-given URL is read.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum UrlKind {
     /// An API path, appended to the base URL's path (`/customers` under `https://h/v1`).
@@ -30,7 +30,7 @@ pub enum UrlKind {
 }
 
 /// A request as the script asked for it, not yet checked.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct ScriptRequest {
     /// HTTP method.
     pub method: String,
@@ -51,7 +51,7 @@ pub struct ScriptRequest {
 }
 
 /// What the script gets back: scrubbed of the secret.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct ScriptResponse {
     /// HTTP status code.
     pub status: u16,

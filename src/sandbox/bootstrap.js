@@ -10,7 +10,9 @@
 "use strict";
 (() => {
   const core = globalThis.Deno.core;
-  const { op_sdkbox_log, op_sdkbox_http, op_sdkbox_result } = core.ops;
+  const { op_sdkbox_log, op_sdkbox_http, op_sdkbox_result, op_sdkbox_test_crash } = core.ops;
+  // Replaced with `true` by the Rust side only in workers started for crash tests.
+  const testCrash = /*SDKBOX_TEST_CRASH*/ false;
   const { createTimer, cancelTimer } = core;
   const JSONStringify = JSON.stringify;
   const JSONParse = JSON.parse;
@@ -349,6 +351,7 @@
     clearTimeout: clear,
     clearInterval: clear,
   };
+  if (testCrash) installed.sdkboxTestCrash = () => op_sdkbox_test_crash();
   for (const [name, value] of ObjectEntries(installed)) {
     Object.defineProperty(globalThis, name, { value, writable: true, configurable: true, enumerable: false });
   }

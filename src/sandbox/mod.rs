@@ -23,6 +23,7 @@ mod runtime;
 mod source;
 mod truncate;
 
+pub use errors::cancelled as cancelled_error;
 pub use finish::finish;
 pub use network::{Network, NetworkError, NetworkFuture};
 pub use outcome::{ConsoleLine, ErrorKind, ExecError, Outcome, Timings, Truncation};

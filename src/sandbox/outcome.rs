@@ -32,6 +32,10 @@ pub enum ErrorKind {
     Cancelled,
     /// The code awaited a promise that could never settle.
     Pending,
+    /// All sandboxes were busy and the queue was full.
+    Busy,
+    /// The sandbox process died while running the code.
+    Crashed,
     /// sdkbox itself failed; not the code's fault.
     Internal,
 }

@@ -176,8 +176,13 @@ fn create_runtime(
         // Never raise the limit: on QuickJS a larger limit grows memory without bound.
         current
     });
+    let prelude = if settings.test_crash_op {
+        BOOTSTRAP.replace("/*SDKBOX_TEST_CRASH*/ false", "true")
+    } else {
+        BOOTSTRAP.to_owned()
+    };
     let harness = runtime
-        .execute_script("ext:sdkbox/bootstrap.js", BOOTSTRAP)
+        .execute_script("ext:sdkbox/bootstrap.js", prelude)
         .map_err(|e| internal("the sandbox prelude failed", &e))?;
     let harness = as_function(&mut runtime, harness)
         .ok_or_else(|| internal("the sandbox prelude failed", &"no harness returned"))?;

@@ -13,5 +13,6 @@ mod cli;
 mod egress;
 mod golden;
 mod hostile;
+mod pool;
 mod provider;
 mod support;

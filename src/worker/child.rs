@@ -1,0 +1,130 @@
+//! The worker process: hardens itself, then runs one execution at a time for the supervisor,
+//! forwarding the script's HTTP requests to it. It holds no secret and has no network: its
+//! only channel is the socket it was started with (as standard input).
+
+use std::collections::HashMap;
+use std::os::fd::AsFd;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::WorkerError;
+use super::harden::{ProcessLimits, harden};
+use super::protocol::{Channel, FromWorker, PROTOCOL_VERSION, ToWorker};
+use crate::egress::{ScriptRequest, ScriptResponse};
+use crate::sandbox::{
+    ExecLimits, Network, NetworkError, NetworkFuture, RuntimeSettings, prepare, run_code,
+};
+
+/// How a worker is started: fixed for its whole life.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerSettings {
+    /// Settings of every runtime it creates.
+    pub runtime: RuntimeSettings,
+    /// Its process limits.
+    pub process: ProcessLimits,
+}
+
+/// Runs the worker until the supervisor closes the socket.
+pub fn serve(settings: WorkerSettings) -> Result<(), WorkerError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(WorkerError::Io)?;
+    runtime.block_on(async {
+        let socket = std::io::stdin().as_fd().try_clone_to_owned()?;
+        let socket = std::os::unix::net::UnixStream::from(socket);
+        socket.set_nonblocking(true)?;
+        let mut channel = Channel::new(tokio::net::UnixStream::from_std(socket)?);
+        harden(&settings.process)?;
+        channel
+            .send(&FromWorker::Hello {
+                version: PROTOCOL_VERSION,
+            })
+            .await?;
+        let mut prepared = prepare(settings.runtime);
+        while let Some(message) = channel.recv::<ToWorker>().await? {
+            let ToWorker::Run {
+                code,
+                limits,
+                remaining,
+            } = message
+            else {
+                continue; // a late reply or cancel for an execution that already ended
+            };
+            // The runtime for this job was prepared while idle; the next is prepared after it.
+            let this = std::mem::replace(&mut prepared, prepare(settings.runtime));
+            let deadline = Instant::now() + remaining;
+            run_one(&mut channel, &code, &limits, deadline, this).await?;
+        }
+        Ok(())
+    })
+}
+
+/// The script's side of the bridge: requests go to the worker's main loop, which forwards
+/// them to the supervisor.
+struct Forward {
+    requests: mpsc::UnboundedSender<(
+        ScriptRequest,
+        oneshot::Sender<Result<ScriptResponse, NetworkError>>,
+    )>,
+}
+
+impl Network for Forward {
+    fn send(&self, request: ScriptRequest) -> NetworkFuture {
+        let (reply, answer) = oneshot::channel();
+        let queued = self.requests.send((request, reply));
+        Box::pin(async move {
+            let gone = || NetworkError {
+                kind: "cancelled".into(),
+                message: "the execution ended before the request completed".into(),
+            };
+            queued.map_err(|_| gone())?;
+            answer.await.map_err(|_| gone())?
+        })
+    }
+}
+
+async fn run_one(
+    channel: &mut Channel,
+    code: &str,
+    limits: &ExecLimits,
+    deadline: Instant,
+    prepared: crate::sandbox::Prepared,
+) -> Result<(), WorkerError> {
+    let (requests, mut outgoing) = mpsc::unbounded_channel();
+    let network: Arc<dyn Network> = Arc::new(Forward { requests });
+    let cancel = CancellationToken::new();
+    let run = run_code(code, limits, network, cancel.clone(), deadline, prepared);
+    tokio::pin!(run);
+    let mut waiting = HashMap::new();
+    let mut next_id = 0u64;
+    loop {
+        tokio::select! {
+            report = &mut run => {
+                channel.send(&FromWorker::Done { report }).await?;
+                return Ok(());
+            }
+            Some((request, reply)) = outgoing.recv() => {
+                next_id += 1;
+                waiting.insert(next_id, reply);
+                channel.send(&FromWorker::Http { request_id: next_id, request }).await?;
+            }
+            message = channel.recv::<ToWorker>() => match message? {
+                Some(ToWorker::HttpReply { request_id, result }) => {
+                    if let Some(reply) = waiting.remove(&request_id) {
+                        let _ = reply.send(result);
+                    }
+                }
+                Some(ToWorker::Cancel) => cancel.cancel(),
+                Some(ToWorker::Run { .. }) => return Err(WorkerError::Protocol("a run while busy".into())),
+                None => {
+                    cancel.cancel();
+                    return Ok(());
+                }
+            },
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! The supervisor's pool of worker processes: bounded admission, one execution per worker
+//! at a time, a spare started ahead, recycling after N runs or above an RSS cap, and a kill
+//! at the deadline plus grace. A dying worker costs one call, never the server.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::PoolError;
+use super::child::WorkerSettings;
+use super::process::{RunFailure, WorkerProcess};
+use crate::egress::Egress;
+use crate::sandbox::{ErrorKind, ExecError, ExecLimits, Outcome, Report, finish};
+
+/// How the pool runs.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    /// The sdkbox binary, started in worker mode.
+    pub exe: PathBuf,
+    /// Executions at once (one per worker).
+    pub workers: usize,
+    /// Calls that may wait for a worker; beyond that, calls fail at once as `busy`.
+    pub queue: usize,
+    /// Whether to keep one worker more than `workers` started, so that recycling and
+    /// crashes add no start-up latency.
+    pub spare: bool,
+    /// Executions after which a worker is replaced.
+    pub max_runs: u32,
+    /// Resident memory above which a worker is replaced after its execution.
+    pub max_rss_bytes: u64,
+    /// Time past the deadline before a worker that has not answered is killed.
+    pub kill_grace: Duration,
+    /// How each worker is started.
+    pub worker: WorkerSettings,
+}
+
+impl PoolConfig {
+    /// Defaults for a pool of this very binary with runtimes of `memory_bytes`: two workers
+    /// and a spare, 16 waiting calls, recycling after 100 runs or 512 MiB, 1 s of grace.
+    pub fn for_this_binary(memory_bytes: usize) -> std::io::Result<Self> {
+        Ok(Self {
+            exe: std::env::current_exe()?,
+            workers: 2,
+            queue: 16,
+            spare: true,
+            max_runs: 100,
+            max_rss_bytes: 512 * 1024 * 1024,
+            kill_grace: Duration::from_secs(1),
+            worker: WorkerSettings {
+                runtime: crate::sandbox::RuntimeSettings {
+                    memory_bytes,
+                    test_crash_op: false,
+                },
+                process: super::ProcessLimits {
+                    address_space_bytes: 8 << 30,
+                    cpu_seconds: 3600,
+                    open_files: 64,
+                },
+            },
+        })
+    }
+}
+
+/// Runs executions in worker processes. Cheap to clone.
+#[derive(Clone)]
+pub struct Pool {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: PoolConfig,
+    egress: Egress,
+    admission: Semaphore,
+    slots: Semaphore,
+    idle: Mutex<Vec<WorkerProcess>>,
+    /// Workers alive or starting, idle or busy.
+    live: AtomicUsize,
+    /// Process ids of the workers alive now.
+    pids: Mutex<Vec<u32>>,
+}
+
+impl Pool {
+    /// Starts the pool and its first workers; fails if a worker cannot start.
+    pub async fn start(config: PoolConfig, egress: Egress) -> Result<Self, PoolError> {
+        if config.workers == 0 {
+            return Err(PoolError::Start(
+                "the pool needs at least one worker".into(),
+            ));
+        }
+        let inner = Arc::new(Inner {
+            admission: Semaphore::new(config.workers + config.queue),
+            slots: Semaphore::new(config.workers),
+            idle: Mutex::new(Vec::new()),
+            live: AtomicUsize::new(0),
+            pids: Mutex::new(Vec::new()),
+            config,
+            egress,
+        });
+        for _ in 0..inner.target() {
+            let worker = inner.start_worker().await?;
+            inner.put_idle(worker);
+        }
+        Ok(Self { inner })
+    }
+
+    /// Runs `code` in a worker and reports what happened. Never fails: busy pools, crashed
+    /// and killed workers are in the outcome too.
+    pub async fn execute(
+        &self,
+        code: &str,
+        limits: &ExecLimits,
+        cancel: CancellationToken,
+    ) -> Outcome {
+        let started = Instant::now();
+        let deadline = started + limits.timeout;
+        let session = self.inner.egress.session(deadline, cancel.clone());
+        let report = self
+            .inner
+            .run(code, limits, &session, &cancel, deadline)
+            .await;
+        let mut outcome = finish(
+            report,
+            session.calls(),
+            limits,
+            self.inner.egress.scrubber(),
+        );
+        outcome.duration_ms = started.elapsed().as_millis() as u64;
+        outcome
+    }
+
+    /// Process ids of the worker processes alive now, for tests and metrics.
+    pub fn worker_pids(&self) -> Vec<u32> {
+        lock(&self.inner.pids).clone()
+    }
+}
+
+impl Inner {
+    fn target(&self) -> usize {
+        self.config.workers + usize::from(self.config.spare)
+    }
+
+    fn put_idle(&self, worker: WorkerProcess) {
+        lock(&self.idle).push(worker);
+    }
+
+    /// An idle worker that is still alive; dead ones are dropped and replaced.
+    fn take_idle(self: &Arc<Self>) -> Option<WorkerProcess> {
+        loop {
+            let mut worker = lock(&self.idle).pop()?;
+            if worker.is_alive() {
+                return Some(worker);
+            }
+            tracing::warn!(pid = worker.pid(), "an idle worker died; replacing it");
+            self.retire(worker);
+        }
+    }
+
+    async fn run(
+        self: &Arc<Self>,
+        code: &str,
+        limits: &ExecLimits,
+        session: &crate::egress::EgressSession,
+        cancel: &CancellationToken,
+        deadline: Instant,
+    ) -> Report {
+        let Ok(_admitted) = self.admission.try_acquire() else {
+            return Report::failed(ExecError::new(
+                ErrorKind::Busy,
+                format!(
+                    "the server is busy: {} executions are running and {} waiting; try again shortly",
+                    self.config.workers, self.config.queue
+                ),
+            ));
+        };
+        let _slot = tokio::select! {
+            slot = self.slots.acquire() => match slot {
+                Ok(slot) => slot,
+                Err(_) => return Report::failed(ExecError::new(ErrorKind::Internal, "the pool is shut down")),
+            },
+            _ = cancel.cancelled() => return Report::failed(crate::sandbox::cancelled_error()),
+            _ = tokio::time::sleep_until(deadline) => {
+                return Report::failed(ExecError::new(ErrorKind::Timeout, "the execution waited for a free sandbox until its deadline; the server is overloaded, try again shortly"));
+            }
+        };
+        let mut worker = match self.take_idle() {
+            Some(worker) => worker,
+            None => match self.start_worker().await {
+                Ok(worker) => worker,
+                Err(error) => {
+                    return Report::failed(ExecError::new(ErrorKind::Internal, error.to_string()));
+                }
+            },
+        };
+        let mut limits = limits.clone();
+        limits.memory_bytes = self.config.worker.runtime.memory_bytes;
+        let hard_deadline = deadline + self.config.kill_grace;
+        let grace = self.config.kill_grace;
+        match worker
+            .run(code, &limits, session, cancel, hard_deadline, grace)
+            .await
+        {
+            Ok(report) => {
+                worker.runs += 1;
+                self.release(worker);
+                report
+            }
+            Err(failure) => {
+                self.retire(worker);
+                Report::failed(failure_error(failure, &limits, cancel))
+            }
+        }
+    }
+
+    async fn start_worker(self: &Arc<Self>) -> Result<WorkerProcess, PoolError> {
+        self.live.fetch_add(1, Ordering::SeqCst);
+        let started = WorkerProcess::start(&self.config.exe, &self.config.worker).await;
+        match &started {
+            Ok(worker) => lock(&self.pids).extend(worker.pid()),
+            Err(_) => {
+                self.live.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        started
+    }
+
+    /// Returns a worker to the idle set, or replaces it if it has done enough.
+    fn release(self: &Arc<Self>, worker: WorkerProcess) {
+        let rss = worker.pid().and_then(resident_bytes).unwrap_or(0);
+        if worker.runs >= self.config.max_runs || rss > self.config.max_rss_bytes {
+            tracing::debug!(runs = worker.runs, rss, "recycling a worker");
+            self.retire(worker);
+        } else {
+            self.put_idle(worker);
+        }
+    }
+
+    /// Kills a worker in the background and starts its replacement.
+    fn retire(self: &Arc<Self>, mut worker: WorkerProcess) {
+        self.live.fetch_sub(1, Ordering::SeqCst);
+        if let Some(pid) = worker.pid() {
+            lock(&self.pids).retain(|p| *p != pid);
+        }
+        tokio::spawn(async move { worker.kill().await });
+        self.refill();
+    }
+
+    /// Starts workers in the background until the target number is alive.
+    fn refill(self: &Arc<Self>) {
+        let pool = self.clone();
+        tokio::spawn(async move {
+            while pool.live.load(Ordering::SeqCst) < pool.target() {
+                match pool.start_worker().await {
+                    Ok(worker) => pool.put_idle(worker),
+                    Err(error) => {
+                        tracing::error!(%error, "cannot start a replacement worker");
+                        break;
+                    }
+                }
+            }
+        });
+    }
+}
+
+fn failure_error(
+    failure: RunFailure,
+    limits: &ExecLimits,
+    cancel: &CancellationToken,
+) -> ExecError {
+    match failure {
+        RunFailure::Killed if cancel.is_cancelled() => crate::sandbox::cancelled_error(),
+        RunFailure::Killed => ExecError::new(
+            ErrorKind::Timeout,
+            format!(
+                "the execution ran past its time limit of {} ms and did not stop, so its sandbox \
+                 process was killed; do less per call (fewer requests, smaller pages, no heavy \
+                 loops) or ask for a larger timeout_ms",
+                limits.timeout.as_millis()
+            ),
+        ),
+        RunFailure::Crashed(status) => ExecError::new(
+            ErrorKind::Crashed,
+            format!(
+                "the sandbox process crashed while running this code ({status}); nothing of it \
+                 survives, and the next call runs in a fresh process"
+            ),
+        ),
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A process's resident memory, from /proc.
+fn resident_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}

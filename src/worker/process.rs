@@ -1,0 +1,190 @@
+//! The supervisor's handle on one worker process: start it, run one execution on it while
+//! serving its HTTP requests through egress, kill it.
+
+use std::os::fd::OwnedFd;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::PoolError;
+use super::child::WorkerSettings;
+use super::protocol::{Channel, FromWorker, PROTOCOL_VERSION, ToWorker};
+use crate::egress::EgressSession;
+use crate::sandbox::{ExecLimits, NetworkError, Report};
+
+/// How long a new worker may take to say hello.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a run on a worker did not produce a report.
+#[derive(Debug)]
+pub enum RunFailure {
+    /// The worker overran its deadline and grace and was killed.
+    Killed,
+    /// The worker died: its exit status, as words.
+    Crashed(String),
+}
+
+/// A running worker process.
+pub struct WorkerProcess {
+    child: Child,
+    channel: Channel,
+    pid: Option<u32>,
+    /// Executions it has completed.
+    pub runs: u32,
+    _home: tempfile::TempDir,
+}
+
+impl WorkerProcess {
+    /// Starts `exe worker ...` with an empty environment in an empty directory, and waits
+    /// for its hello.
+    pub async fn start(exe: &Path, settings: &WorkerSettings) -> Result<Self, PoolError> {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+        let home = tempfile::Builder::new()
+            .prefix("sdkbox-worker-")
+            .tempdir()?;
+        let mut command = Command::new(exe);
+        command
+            .arg("worker")
+            .args(["--memory-bytes", &settings.runtime.memory_bytes.to_string()])
+            .args([
+                "--address-space-bytes",
+                &settings.process.address_space_bytes.to_string(),
+            ])
+            .args(["--cpu-seconds", &settings.process.cpu_seconds.to_string()])
+            .args(["--open-files", &settings.process.open_files.to_string()])
+            .env_clear()
+            .current_dir(home.path())
+            .stdin(Stdio::from(OwnedFd::from(theirs)))
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        if settings.runtime.test_crash_op {
+            command.arg("--test-crash-op");
+        }
+        let child = command.spawn()?;
+        ours.set_nonblocking(true)?;
+        let channel = Channel::new(tokio::net::UnixStream::from_std(ours)?);
+        let mut worker = Self {
+            pid: child.id(),
+            child,
+            channel,
+            runs: 0,
+            _home: home,
+        };
+        let hello = tokio::time::timeout(START_TIMEOUT, worker.channel.recv::<FromWorker>()).await;
+        match hello {
+            Ok(Ok(Some(FromWorker::Hello { version }))) if version == PROTOCOL_VERSION => {
+                Ok(worker)
+            }
+            Ok(Ok(Some(FromWorker::Hello { version }))) => Err(PoolError::Start(format!(
+                "worker speaks protocol {version}, this server {PROTOCOL_VERSION}"
+            ))),
+            Ok(Ok(_)) | Ok(Err(_)) => {
+                let status = worker.exit_status().await;
+                Err(PoolError::Start(format!(
+                    "worker ended before it was ready ({status})"
+                )))
+            }
+            Err(_) => Err(PoolError::Start("worker did not start within 10 s".into())),
+        }
+    }
+
+    /// Whether the process is still running (an idle worker may have been killed).
+    pub fn is_alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The process id, for RSS checks.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// Runs one execution. Requests the script makes are checked and sent by `session`;
+    /// the worker is killed if it has not answered by `hard_deadline`, or `grace` after a
+    /// cancellation.
+    pub async fn run(
+        &mut self,
+        code: &str,
+        limits: &ExecLimits,
+        session: &EgressSession,
+        cancel: &CancellationToken,
+        hard_deadline: Instant,
+        grace: Duration,
+    ) -> Result<Report, RunFailure> {
+        let run = ToWorker::Run {
+            code: code.to_owned(),
+            limits: limits.clone(),
+            remaining: hard_deadline.saturating_duration_since(Instant::now() + grace),
+        };
+        if self.channel.send(&run).await.is_err() {
+            return Err(RunFailure::Crashed(self.exit_status().await));
+        }
+        let mut in_flight = JoinSet::new();
+        let mut kill_at = hard_deadline;
+        let mut cancel_sent = false;
+        loop {
+            tokio::select! {
+                message = self.channel.recv::<FromWorker>() => match message {
+                    Ok(Some(FromWorker::Done { report })) => return Ok(report),
+                    Ok(Some(FromWorker::Http { request_id, request })) => {
+                        let session = session.clone();
+                        in_flight.spawn(async move {
+                            let result = session.send(request).await.map_err(|error| NetworkError {
+                                kind: error.kind().to_owned(),
+                                message: error.to_string(),
+                            });
+                            (request_id, result)
+                        });
+                    }
+                    Ok(Some(FromWorker::Hello { .. })) | Ok(None) | Err(_) => {
+                        return Err(RunFailure::Crashed(self.exit_status().await));
+                    }
+                },
+                Some(Ok((request_id, result))) = in_flight.join_next() => {
+                    let reply = ToWorker::HttpReply { request_id, result };
+                    if self.channel.send(&reply).await.is_err() {
+                        return Err(RunFailure::Crashed(self.exit_status().await));
+                    }
+                }
+                _ = cancel.cancelled(), if !cancel_sent => {
+                    cancel_sent = true;
+                    in_flight.abort_all();
+                    kill_at = kill_at.min(Instant::now() + grace);
+                    let _ = self.channel.send(&ToWorker::Cancel).await;
+                }
+                _ = tokio::time::sleep_until(kill_at) => {
+                    self.kill().await;
+                    return Err(RunFailure::Killed);
+                }
+            }
+        }
+    }
+
+    /// Kills the process (SIGKILL) and reaps it.
+    pub async fn kill(&mut self) {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+    }
+
+    /// Waits briefly for the process to end and describes how it ended.
+    async fn exit_status(&mut self) -> String {
+        match tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await {
+            Ok(Ok(status)) => match (status.code(), status.signal()) {
+                (Some(code), _) => format!("exit status {code}"),
+                (None, Some(signal)) => format!("killed by signal {signal}"),
+                _ => status.to_string(),
+            },
+            Ok(Err(e)) => format!("unknown status: {e}"),
+            Err(_) => {
+                self.kill().await;
+                "unresponsive, killed".to_owned()
+            }
+        }
+    }
+}

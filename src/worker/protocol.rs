@@ -1,0 +1,102 @@
+//! The supervisor-worker protocol: length-prefixed JSON frames over a Unix socket, one
+//! execution at a time, with HTTP requests forwarded to the supervisor by number.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tokio::net::UnixStream;
+use tokio_util::codec::{Framed, LengthDelimitedCodec};
+
+use crate::egress::{ScriptRequest, ScriptResponse};
+use crate::sandbox::{ExecLimits, NetworkError, Report};
+
+/// Bumped on any incompatible change; a worker of another version is refused at start.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The largest frame either side accepts: a script, a response body or a report.
+const MAX_FRAME: usize = 64 * 1024 * 1024;
+
+/// What the supervisor sends.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToWorker {
+    /// Run this code.
+    Run {
+        /// The model's TypeScript.
+        code: String,
+        /// Its limits (the memory limit is the worker's own).
+        limits: ExecLimits,
+        /// Time left until the deadline, counted from when the worker receives this.
+        remaining: Duration,
+    },
+    /// The answer to a forwarded HTTP request.
+    HttpReply {
+        /// The number the worker gave the request.
+        request_id: u64,
+        /// The response, or why there is none.
+        result: Result<ScriptResponse, NetworkError>,
+    },
+    /// Stop the current execution.
+    Cancel,
+}
+
+/// What a worker sends.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FromWorker {
+    /// Sent once, when the worker is ready.
+    Hello {
+        /// The worker's [`PROTOCOL_VERSION`].
+        version: u32,
+    },
+    /// The script asked for an HTTP request; the supervisor checks and sends it.
+    Http {
+        /// A number to match the reply.
+        request_id: u64,
+        /// The request as the script made it.
+        request: ScriptRequest,
+    },
+    /// The execution ended.
+    Done {
+        /// What it produced.
+        report: Report,
+    },
+}
+
+/// One end of the socket, framed.
+pub struct Channel {
+    framed: Framed<UnixStream, LengthDelimitedCodec>,
+}
+
+impl Channel {
+    /// Frames `stream`.
+    pub fn new(stream: UnixStream) -> Self {
+        let codec = LengthDelimitedCodec::builder()
+            .max_frame_length(MAX_FRAME)
+            .new_codec();
+        Self {
+            framed: Framed::new(stream, codec),
+        }
+    }
+
+    /// Sends one message.
+    pub async fn send<T: Serialize>(&mut self, message: &T) -> std::io::Result<()> {
+        let bytes = serde_json::to_vec(message).map_err(std::io::Error::other)?;
+        self.framed.send(bytes::Bytes::from(bytes)).await
+    }
+
+    /// Receives one message; `None` when the other side closed the socket. Cancel-safe.
+    pub async fn recv<T: DeserializeOwned>(&mut self) -> std::io::Result<Option<T>> {
+        match self.framed.next().await {
+            None => Ok(None),
+            Some(frame) => {
+                let frame = frame?;
+                serde_json::from_slice(&frame)
+                    .map(Some)
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+            }
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! Worker processes: a dying, stuck or crashing sandbox costs one call, never the server.
+
+use std::time::Duration;
+
+use sdkbox::egress::{AuthScheme, Credential, Egress, EgressConfig, EgressLimits, Secret};
+use sdkbox::sandbox::{ErrorKind, ExecLimits, Outcome};
+use sdkbox::worker::{Pool, PoolConfig};
+use tokio_util::sync::CancellationToken;
+use url::Url;
+
+use crate::provider::Provider;
+use crate::support::{CANARY, quick};
+
+fn config(workers: usize) -> PoolConfig {
+    let mut config = PoolConfig::for_this_binary(128 * 1024 * 1024).unwrap();
+    config.exe = env!("CARGO_BIN_EXE_sdkbox").into();
+    config.workers = workers;
+    config
+}
+
+async fn pool_with(config: PoolConfig, base: &Url) -> Pool {
+    let egress = Egress::new(EgressConfig {
+        base_url: base.clone(),
+        extra_origins: Vec::new(),
+        credential: Some(Credential {
+            scheme: AuthScheme::Bearer,
+            secret: Secret::new(CANARY.to_owned()),
+        }),
+        limits: EgressLimits::default(),
+    })
+    .unwrap();
+    Pool::start(config, egress).await.unwrap()
+}
+
+async fn offline_pool(config: PoolConfig) -> Pool {
+    pool_with(config, &Url::parse("http://127.0.0.1:9/").unwrap()).await
+}
+
+async fn run(pool: &Pool, code: &str, limits: &ExecLimits) -> Outcome {
+    pool.execute(code, limits, CancellationToken::new()).await
+}
+
+async fn still_serving(pool: &Pool) {
+    let outcome = run(pool, "return 6 * 7", &ExecLimits::default()).await;
+    assert!(outcome.ok, "the next call failed: {outcome:?}");
+    assert_eq!(outcome.result, serde_json::json!(42));
+}
+
+fn kind(outcome: &Outcome) -> ErrorKind {
+    outcome
+        .error
+        .as_ref()
+        .map(|e| e.kind)
+        .unwrap_or_else(|| panic!("no error: {outcome:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_worker_costs_one_call() {
+    let pool = offline_pool(config(1)).await;
+    let victims = pool.worker_pids();
+    assert_eq!(victims.len(), 2, "one worker and a spare");
+    let killer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for pid in victims {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+        }
+    });
+    let outcome = run(&pool, "while (true) {}", &quick(10_000)).await;
+    killer.await.unwrap();
+    assert_eq!(kind(&outcome), ErrorKind::Crashed, "{outcome:?}");
+    assert!(outcome.error.unwrap().message.contains("signal 9"));
+    still_serving(&pool).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_op_aborts_only_its_worker() {
+    let mut config = config(1);
+    config.worker.runtime.test_crash_op = true;
+    let pool = offline_pool(config).await;
+    let outcome = run(
+        &pool,
+        "sdkboxTestCrash(); return 'unreachable';",
+        &ExecLimits::default(),
+    )
+    .await;
+    assert_eq!(kind(&outcome), ErrorKind::Crashed, "{outcome:?}");
+    still_serving(&pool).await;
+    // Outside crash tests the hook does not exist.
+    let normal = offline_pool(self::config(1)).await;
+    let outcome = run(
+        &normal,
+        "return typeof (globalThis as any).sdkboxTestCrash;",
+        &ExecLimits::default(),
+    )
+    .await;
+    assert_eq!(outcome.result, serde_json::json!("undefined"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_bomb_under_the_address_space_limit_fails_cleanly() {
+    let mut config = config(1);
+    config.worker.runtime.memory_bytes = 8 << 30;
+    config.worker.process.address_space_bytes = 3 << 30;
+    let pool = offline_pool(config).await;
+    let code = "const keep = []; while (true) keep.push(new Uint8Array(64 << 20).fill(1));";
+    let outcome = run(&pool, code, &quick(20_000)).await;
+    assert!(
+        matches!(kind(&outcome), ErrorKind::Memory | ErrorKind::Crashed),
+        "{outcome:?}"
+    );
+    still_serving(&pool).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_native_loop_past_its_deadline_is_killed() {
+    let pool = offline_pool(config(1)).await;
+    let code = "for (;;) new Uint8Array(3e7).fill(1);";
+    let outcome = run(&pool, code, &quick(1_000)).await;
+    assert_eq!(kind(&outcome), ErrorKind::Timeout, "{outcome:?}");
+    // Deadline (1 s) plus grace (1 s), with room for a loaded machine.
+    assert!(
+        outcome.duration_ms < 4_000,
+        "took {} ms",
+        outcome.duration_ms
+    );
+    still_serving(&pool).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellation_reaches_the_worker() {
+    let pool = offline_pool(config(1)).await;
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        trigger.cancel();
+    });
+    let outcome = pool
+        .execute("while (true) {}", &quick(20_000), cancel)
+        .await;
+    assert_eq!(kind(&outcome), ErrorKind::Cancelled, "{outcome:?}");
+    assert!(
+        outcome.duration_ms < 3_000,
+        "took {} ms",
+        outcome.duration_ms
+    );
+    still_serving(&pool).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_pool_says_busy() {
+    let mut config = config(1);
+    config.queue = 0;
+    let pool = offline_pool(config).await;
+    let busy = pool.clone();
+    let long = tokio::spawn(async move { run(&busy, "while (true) {}", &quick(1_500)).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let outcome = run(&pool, "return 1", &ExecLimits::default()).await;
+    assert_eq!(kind(&outcome), ErrorKind::Busy, "{outcome:?}");
+    assert!(outcome.error.unwrap().message.contains("try again"));
+    assert_eq!(kind(&long.await.unwrap()), ErrorKind::Timeout);
+    still_serving(&pool).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn egress_and_the_secret_stay_in_the_supervisor() {
+    let provider = Provider::start().await;
+    let pool = pool_with(config(1), &provider.base).await;
+    let code = "const r = await api.request('GET', '/echo');\nreturn r.headers.authorization;";
+    let outcome = run(&pool, code, &ExecLimits::default()).await;
+    assert_eq!(
+        outcome.result,
+        serde_json::json!("Bearer [redacted]"),
+        "{outcome:?}"
+    );
+    assert_eq!(outcome.http.len(), 1);
+    let seen = provider.seen.authorization.lock().unwrap().clone();
+    assert_eq!(seen, vec![Some(format!("Bearer {CANARY}"))]);
+    for pid in pool.worker_pids() {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+        assert!(environ.is_empty(), "worker {pid} has an environment");
+        let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap();
+        assert!(!cmdline.contains(CANARY));
+    }
+}
+
+#[test]
+fn a_hardened_worker_cannot_open_sockets_files_or_programs() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"))
+        .args(["worker", "--memory-bytes", "134217728", "--probe"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let probe: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    for denied in ["socket", "write_file", "exec"] {
+        let result = probe[denied].as_str().unwrap();
+        assert!(result.starts_with("refused"), "{denied}: {result}");
+    }
+    assert_eq!(
+        probe["read_file"], "allowed",
+        "the probe itself is broken: {probe}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_with_recycling_keeps_the_supervisor_flat() {
+    let mut config = config(4);
+    config.max_runs = 100;
+    let pool = offline_pool(config).await;
+    let mut rss_after_500 = 0;
+    for round in 0..10 {
+        let tasks: Vec<_> = (0..4)
+            .map(|task| {
+                let pool = pool.clone();
+                tokio::spawn(async move {
+                    for i in 0..125 {
+                        let code = format!("return [{task}, {i}, {round}].join('-');");
+                        let outcome = run(&pool, &code, &ExecLimits::default()).await;
+                        assert!(outcome.ok, "{outcome:?}");
+                        assert_eq!(
+                            outcome.result,
+                            serde_json::json!(format!("{task}-{i}-{round}"))
+                        );
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        if round == 0 {
+            rss_after_500 = resident_kib();
+        }
+    }
+    let rss_after_5000 = resident_kib();
+    println!("supervisor RSS: {rss_after_500} KiB after 500, {rss_after_5000} KiB after 5000");
+    assert!(
+        rss_after_5000 < rss_after_500 + 64 * 1024,
+        "the supervisor grew from {rss_after_500} KiB to {rss_after_5000} KiB"
+    );
+}
+
+fn resident_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
