@@ -1,6 +1,6 @@
-//! Sandbox benchmark: prints a markdown table of latency, throughput, memory, and where the
-//! time of one execution goes. Run with `cargo bench --bench sandbox`; the committed figures
-//! are in docs/BENCHMARKS.md.
+//! Sandbox benchmark: prints markdown tables of latency, throughput, memory, and where the
+//! time of one execution goes, in process and through the worker pool. Run with
+//! `cargo bench --bench sandbox`; the committed figures are in docs/BENCHMARKS.md.
 
 #![allow(
     clippy::unwrap_used,
@@ -15,6 +15,7 @@ use axum::Router;
 use axum::routing::get;
 use sdkbox::egress::{Egress, EgressConfig, EgressLimits};
 use sdkbox::sandbox::{ExecLimits, InProcessSandbox, Outcome, Timings};
+use sdkbox::worker::{Pool, PoolConfig};
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
@@ -31,19 +32,91 @@ fn main() {
     runtime.block_on(bench());
 }
 
-async fn bench() {
-    let base = start_provider().await;
-    let egress = Egress::new(EgressConfig {
-        base_url: base,
+/// Runs executions either way, so both are measured by the same code.
+#[derive(Clone)]
+enum Executor {
+    InProcess(InProcessSandbox),
+    Pool(Pool),
+}
+
+impl Executor {
+    async fn execute(&self, code: &str) -> Outcome {
+        let (limits, cancel) = (ExecLimits::default(), CancellationToken::new());
+        match self {
+            Self::InProcess(sandbox) => sandbox.execute(code, &limits, cancel).await,
+            Self::Pool(pool) => pool.execute(code, &limits, cancel).await,
+        }
+    }
+}
+
+fn egress(base: &Url) -> Egress {
+    Egress::new(EgressConfig {
+        base_url: base.clone(),
         extra_origins: Vec::new(),
         credential: None,
         limits: EgressLimits::default(),
     })
-    .unwrap();
-    let sandbox = InProcessSandbox::new(egress);
+    .unwrap()
+}
+
+fn pool_config(workers: usize, max_runs: u32) -> PoolConfig {
+    let mut config = PoolConfig::for_this_binary(ExecLimits::default().memory_bytes).unwrap();
+    config.exe = env!("CARGO_BIN_EXE_sdkbox").into();
+    config.workers = workers;
+    config.max_runs = max_runs;
+    config
+}
+
+async fn bench() {
+    let base = start_provider().await;
+    println!("## Worker pool (2 workers and a spare unless said)\n");
+    let pool = Pool::start(pool_config(2, 100), egress(&base))
+        .await
+        .unwrap();
+    measure(&Executor::Pool(pool.clone()), false).await;
+    let pool4 = Pool::start(pool_config(4, 100), egress(&base))
+        .await
+        .unwrap();
+    throughput(&Executor::Pool(pool4.clone()), 4, "4 workers").await;
+    recycling(&base).await;
+    let workers: Vec<u64> = pool
+        .worker_pids()
+        .into_iter()
+        .filter_map(|p| rss_kib(&format!("/proc/{p}/status")))
+        .collect();
+    println!(
+        "| supervisor RSS after {} pool executions | {} MiB |",
+        2 * RUNS + 4 * RUNS + 40,
+        status_kib("VmRSS") / 1024
+    );
+    println!(
+        "| worker RSS (each, after up to 100 executions) | {} MiB |",
+        workers
+            .iter()
+            .map(|k| k.to_string())
+            .collect::<Vec<_>>()
+            .join(" / ")
+    );
+    println!("\n## In process (a fresh runtime on a fresh thread per call)\n");
     let rss_start = status_kib("VmRSS");
+    let sandbox = Executor::InProcess(InProcessSandbox::new(egress(&base)));
+    measure(&sandbox, true).await;
+    let executions = 20 + 4 * RUNS;
+    let rss_end = status_kib("VmRSS");
+    println!(
+        "| peak RSS (VmHWM) of this process | {} MiB |",
+        status_kib("VmHWM") / 1024
+    );
+    println!(
+        "| RSS growth per in-process execution (engine leak, see ENGINE.md) | {:.2} MiB |",
+        rss_end.saturating_sub(rss_start) as f64 / 1024.0 / executions as f64
+    );
+}
+
+/// Latency of a trivial execution and of one with an API call, then throughput.
+async fn measure(executor: &Executor, split: bool) {
     for _ in 0..20 {
-        assert!(execute(&sandbox, TRIVIAL).await.ok);
+        assert!(executor.execute(TRIVIAL).await.ok);
     }
     println!("| measure | value |\n|---|---|");
     for (name, code) in [
@@ -53,10 +126,14 @@ async fn bench() {
         let (mut totals, mut timings) = (Vec::new(), Vec::new());
         for _ in 0..RUNS {
             let started = Instant::now();
-            let outcome = execute(&sandbox, code).await;
+            let outcome = executor.execute(code).await;
             assert!(outcome.ok, "{outcome:?}");
             totals.push(started.elapsed());
             timings.push(outcome.timings);
+            // Leave the worker idle time to prepare its next runtime, as between model turns.
+            if !split {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
         }
         totals.sort();
         println!(
@@ -66,41 +143,69 @@ async fn bench() {
         );
         println!("| {name}: {} |", breakdown(&timings));
     }
-    for concurrency in [1, 4] {
-        let started = Instant::now();
-        let tasks: Vec<_> = (0..concurrency)
-            .map(|_| {
-                let sandbox = sandbox.clone();
-                tokio::spawn(async move {
-                    for _ in 0..RUNS / concurrency {
-                        assert!(execute(&sandbox, TRIVIAL).await.ok);
-                    }
-                })
-            })
-            .collect();
-        for task in tasks {
-            task.await.unwrap();
-        }
-        let per_second =
-            (RUNS / concurrency * concurrency) as f64 / started.elapsed().as_secs_f64();
-        println!("| executions per second, concurrency {concurrency} | {per_second:.0} |");
+    throughput(executor, 1, "").await;
+    if split {
+        throughput(executor, 4, "").await;
     }
-    let executions = 20 + 4 * RUNS;
-    let rss_end = status_kib("VmRSS");
+}
+
+async fn throughput(executor: &Executor, concurrency: usize, note: &str) {
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let executor = executor.clone();
+            tokio::spawn(async move {
+                for _ in 0..RUNS / concurrency {
+                    assert!(executor.execute(TRIVIAL).await.ok);
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let per_second = (RUNS / concurrency * concurrency) as f64 / started.elapsed().as_secs_f64();
+    let note = if note.is_empty() {
+        String::new()
+    } else {
+        format!(", {note}")
+    };
     println!(
-        "| peak RSS (VmHWM) after {executions} executions | {} MiB |",
-        status_kib("VmHWM") / 1024
-    );
-    println!(
-        "| RSS growth per execution (engine leak, see ENGINE.md) | {:.2} MiB |",
-        (rss_end - rss_start) as f64 / 1024.0 / executions as f64
+        "| executions per second, back to back, concurrency {concurrency}{note} | {per_second:.0} |"
     );
 }
 
-async fn execute(sandbox: &InProcessSandbox, code: &str) -> Outcome {
-    sandbox
-        .execute(code, &ExecLimits::default(), CancellationToken::new())
-        .await
+/// What recycling costs: starting one worker, and latency with a recycle every 10 runs.
+async fn recycling(base: &Url) {
+    let mut starts = Vec::new();
+    for _ in 0..10 {
+        let mut config = pool_config(1, 100);
+        config.spare = false;
+        let started = Instant::now();
+        let pool = Pool::start(config, egress(base)).await.unwrap();
+        starts.push(started.elapsed());
+        drop(pool);
+    }
+    starts.sort();
+    println!(
+        "| starting one worker process (spawn to ready): median | {:.1} ms |",
+        ms(starts[5])
+    );
+    let pool = Pool::start(pool_config(1, 10), egress(base)).await.unwrap();
+    let mut totals = Vec::new();
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        assert!(Executor::Pool(pool.clone()).execute(TRIVIAL).await.ok);
+        totals.push(started.elapsed());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    totals.sort();
+    println!(
+        "| trivial execution with a recycle every 10 runs: p50 / p95 / max | {:.2} / {:.2} / {:.2} ms |",
+        ms(totals[RUNS / 2]),
+        ms(totals[RUNS * 95 / 100]),
+        ms(totals[RUNS - 1])
+    );
 }
 
 fn breakdown(timings: &[Timings]) -> String {
@@ -124,12 +229,19 @@ fn ms(d: Duration) -> f64 {
 
 fn status_kib(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    field_kib(&status, field).unwrap_or(0)
+}
+
+fn rss_kib(path: &str) -> Option<u64> {
+    field_kib(&std::fs::read_to_string(path).ok()?, "VmRSS")
+}
+
+fn field_kib(status: &str, field: &str) -> Option<u64> {
     status
         .lines()
         .find(|l| l.starts_with(field))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
 
 async fn start_provider() -> Url {
