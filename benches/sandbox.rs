@@ -82,7 +82,7 @@ async fn bench() {
     let workers: Vec<u64> = pool
         .worker_pids()
         .into_iter()
-        .filter_map(|p| rss_kib(&format!("/proc/{p}/status")))
+        .filter_map(|p| rss_kib(&format!("/proc/{p}/status")).map(|k| k / 1024))
         .collect();
     println!(
         "| supervisor RSS after {} pool executions | {} MiB |",

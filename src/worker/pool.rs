@@ -2,6 +2,7 @@
 //! at a time, a spare started ahead, recycling after N runs or above an RSS cap, and a kill
 //! at the deadline plus grace. A dying worker costs one call, never the server.
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -77,7 +78,9 @@ struct Inner {
     egress: Egress,
     admission: Semaphore,
     slots: Semaphore,
-    idle: Mutex<Vec<WorkerProcess>>,
+    /// Idle workers, oldest release first: the longer a worker has been idle, the surer its
+    /// next runtime is prepared.
+    idle: Mutex<VecDeque<WorkerProcess>>,
     /// Workers alive or starting, idle or busy.
     live: AtomicUsize,
     /// Process ids of the workers alive now.
@@ -95,7 +98,7 @@ impl Pool {
         let inner = Arc::new(Inner {
             admission: Semaphore::new(config.workers + config.queue),
             slots: Semaphore::new(config.workers),
-            idle: Mutex::new(Vec::new()),
+            idle: Mutex::new(VecDeque::new()),
             live: AtomicUsize::new(0),
             pids: Mutex::new(Vec::new()),
             config,
@@ -145,13 +148,13 @@ impl Inner {
     }
 
     fn put_idle(&self, worker: WorkerProcess) {
-        lock(&self.idle).push(worker);
+        lock(&self.idle).push_back(worker);
     }
 
     /// An idle worker that is still alive; dead ones are dropped and replaced.
     fn take_idle(self: &Arc<Self>) -> Option<WorkerProcess> {
         loop {
-            let mut worker = lock(&self.idle).pop()?;
+            let mut worker = lock(&self.idle).pop_front()?;
             if worker.is_alive() {
                 return Some(worker);
             }
