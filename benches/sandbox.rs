@@ -70,11 +70,11 @@ fn pool_config(workers: usize, max_runs: u32) -> PoolConfig {
 async fn bench() {
     let base = start_provider().await;
     println!("## Worker pool (2 workers and a spare unless said)\n");
-    let pool = Pool::start(pool_config(2, 100), egress(&base))
+    let pool = Pool::start(pool_config(2, 100), egress(&base), None)
         .await
         .unwrap();
     measure(&Executor::Pool(pool.clone()), false).await;
-    let pool4 = Pool::start(pool_config(4, 100), egress(&base))
+    let pool4 = Pool::start(pool_config(4, 100), egress(&base), None)
         .await
         .unwrap();
     throughput(&Executor::Pool(pool4.clone()), 4, "4 workers").await;
@@ -99,7 +99,7 @@ async fn bench() {
     );
     println!("\n## In process (a fresh runtime on a fresh thread per call)\n");
     let rss_start = status_kib("VmRSS");
-    let sandbox = Executor::InProcess(InProcessSandbox::new(egress(&base)));
+    let sandbox = Executor::InProcess(InProcessSandbox::new(egress(&base), None));
     measure(&sandbox, true).await;
     let executions = 20 + 4 * RUNS;
     let rss_end = status_kib("VmRSS");
@@ -182,7 +182,7 @@ async fn recycling(base: &Url) {
         let mut config = pool_config(1, 100);
         config.spare = false;
         let started = Instant::now();
-        let pool = Pool::start(config, egress(base)).await.unwrap();
+        let pool = Pool::start(config, egress(base), None).await.unwrap();
         starts.push(started.elapsed());
         drop(pool);
     }
@@ -191,7 +191,9 @@ async fn recycling(base: &Url) {
         "| starting one worker process (spawn to ready): median | {:.1} ms |",
         ms(starts[5])
     );
-    let pool = Pool::start(pool_config(1, 10), egress(base)).await.unwrap();
+    let pool = Pool::start(pool_config(1, 10), egress(base), None)
+        .await
+        .unwrap();
     let mut totals = Vec::new();
     for _ in 0..RUNS {
         let started = Instant::now();

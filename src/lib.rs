@@ -6,4 +6,6 @@
 
 pub mod egress;
 pub mod sandbox;
+pub mod sdk;
+pub mod spec;
 pub mod worker;

@@ -3,12 +3,14 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use sdkbox::egress::{AuthScheme, Credential, Egress, EgressConfig, EgressLimits, Secret};
 use sdkbox::sandbox::{ExecLimits, InProcessSandbox, RuntimeSettings};
+use sdkbox::sdk::Sdk;
 use sdkbox::worker::{Pool, PoolConfig, ProcessLimits, WorkerSettings};
 use tokio_util::sync::CancellationToken;
 use url::Url;
@@ -56,9 +58,13 @@ struct WorkerArgs {
 struct ExecArgs {
     /// The TypeScript file to run (`-` for standard input).
     file: PathBuf,
-    /// The provider's base URL; `api.request` paths and relative `fetch` URLs resolve here.
+    /// The provider's OpenAPI spec (file or URL): `api.<group>.<method>` calls its operations.
     #[arg(long)]
-    base_url: Url,
+    spec: Option<String>,
+    /// The provider's base URL; `api.request` paths and relative `fetch` URLs resolve here.
+    /// Defaults to the spec's first server.
+    #[arg(long)]
+    base_url: Option<Url>,
     /// Another origin scripts may reach (repeatable).
     #[arg(long = "allow-origin")]
     allow_origins: Vec<Url>,
@@ -159,8 +165,26 @@ async fn exec(args: ExecArgs) -> Result<ExitCode> {
             _ => bail!("--secret-env {name}: the environment variable {name} is not set"),
         },
     };
+    let api = match &args.spec {
+        Some(source) => {
+            let spec = sdkbox::spec::load(source).await?;
+            for warning in &spec.warnings {
+                tracing::warn!(%warning, "spec");
+            }
+            Some(Arc::new(spec.api))
+        }
+        None => None,
+    };
+    let base_url = match (args.base_url, api.as_ref().and_then(|a| a.servers.first())) {
+        (Some(url), _) => url,
+        (None, Some(server)) => Url::parse(server).with_context(|| {
+            format!("the spec's server `{server}` is not an absolute URL; pass --base-url")
+        })?,
+        (None, None) => bail!("--base-url is required when no --spec with servers is given"),
+    };
+    let sdk = api.map(|api| Arc::new(Sdk::new(api)));
     let egress = Egress::new(EgressConfig {
-        base_url: args.base_url,
+        base_url,
         extra_origins: args.allow_origins,
         credential,
         limits: EgressLimits {
@@ -174,7 +198,7 @@ async fn exec(args: ExecArgs) -> Result<ExitCode> {
         ..ExecLimits::default()
     };
     let outcome = if args.in_process {
-        let sandbox = InProcessSandbox::new(egress);
+        let sandbox = InProcessSandbox::new(egress, sdk);
         sandbox
             .execute(&code, &limits, CancellationToken::new())
             .await
@@ -185,7 +209,7 @@ async fn exec(args: ExecArgs) -> Result<ExitCode> {
             spare: false,
             ..PoolConfig::for_this_binary(limits.memory_bytes)?
         };
-        let pool = Pool::start(config, egress).await?;
+        let pool = Pool::start(config, egress, sdk).await?;
         pool.execute(&code, &limits, CancellationToken::new()).await
     };
     println!("{}", serde_json::to_string_pretty(&outcome)?);

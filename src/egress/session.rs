@@ -48,6 +48,9 @@ pub struct ScriptRequest {
     /// The encoded body, if any.
     #[serde(default)]
     pub body: Option<String>,
+    /// The spec operation this request calls, when it comes from the SDK.
+    #[serde(default)]
+    pub operation: Option<String>,
 }
 
 /// What the script gets back: scrubbed of the secret.
@@ -72,6 +75,9 @@ pub struct CallRecord {
     pub method: String,
     /// The URL requested, secret scrubbed.
     pub url: String,
+    /// The spec operation called, for SDK calls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
     /// The response status, when there was one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
@@ -118,12 +124,14 @@ impl EgressSession {
     /// aborted if this future is dropped (the execution ended) or the execution is cancelled.
     pub async fn send(&self, request: ScriptRequest) -> Result<ScriptResponse, EgressError> {
         let method = request.method.to_ascii_uppercase();
+        let operation = request.operation.clone();
         let (checked, dropped) = match self.check(request) {
             Ok(checked) => checked,
             Err((url, error)) => {
                 self.record(CallRecord {
                     method,
                     url,
+                    operation,
                     status: None,
                     duration_ms: 0,
                     bytes: 0,
@@ -138,7 +146,7 @@ impl EgressSession {
             .state
             .client
             .runtime
-            .spawn(async move { state.send_with_retries(checked, dropped).await });
+            .spawn(async move { state.send_with_retries(checked, dropped, operation).await });
         let abort = task.abort_handle();
         let _abort_on_drop = AbortOnDrop(abort);
         match task.await {
@@ -222,6 +230,7 @@ impl State {
         &self,
         request: CheckedRequest,
         dropped: Vec<String>,
+        operation: Option<String>,
     ) -> Result<ScriptResponse, EgressError> {
         let scrubber = self.client.scrubber();
         let shown = scrubber.scrub(request.url.as_str()).into_owned();
@@ -233,6 +242,7 @@ impl State {
             let mut record = CallRecord {
                 method: request.method.to_string(),
                 url: shown.clone(),
+                operation: operation.clone(),
                 status: None,
                 duration_ms: 0,
                 bytes: 0,

@@ -10,7 +10,8 @@
 "use strict";
 (() => {
   const core = globalThis.Deno.core;
-  const { op_sdkbox_log, op_sdkbox_http, op_sdkbox_result, op_sdkbox_test_crash } = core.ops;
+  const { op_sdkbox_log, op_sdkbox_http, op_sdkbox_call, op_sdkbox_result, op_sdkbox_test_crash } =
+    core.ops;
   // Replaced with `true` by the Rust side only in workers started for crash tests.
   const testCrash = /*SDKBOX_TEST_CRASH*/ false;
   const { createTimer, cancelTimer } = core;
@@ -244,9 +245,9 @@
   // ---- api: the provider client ---------------------------------------------------------
 
   class ApiError extends Error {
-    constructor(status, method, path, body) {
+    constructor(status, what, body) {
       const detail = providerMessage(body);
-      let message = `${method} ${path} failed with HTTP ${status}${detail ? `: ${detail}` : ""}`;
+      let message = `${what} failed with HTTP ${status}${detail ? `: ${detail}` : ""}`;
       if (status === 401) message += " (hint: the provider rejected the credentials; the API key is missing or wrong in sdkbox's configuration)";
       if (status === 403) message += " (hint: the API key lacks the permission or scope for this operation)";
       super(message);
@@ -295,19 +296,100 @@
     return raw.body;
   }
 
-  const api = {
-    // The generic call, kept for anything a generated SDK lacks.
-    async request(method, path, options = {}) {
-      const headers = headerPairs(options.headers);
-      if (!hasHeader(headers, "accept")) headers.push(["accept", "application/json"]);
-      const body = encodeBody(options.body, headers);
-      const query = queryPairs(options.query, "", []);
-      const raw = await http({ method: String(method), url: String(path), kind: "api", query, headers, body });
-      const parsed = parseBody(raw);
-      if (raw.status >= 400) throw new ApiError(raw.status, String(method).toUpperCase(), String(path), parsed);
-      return parsed;
+  function settle(raw, what) {
+    const parsed = parseBody(raw);
+    if (raw.status >= 400) throw new ApiError(raw.status, what, parsed);
+    return parsed;
+  }
+
+  // The generic call, kept for anything a generated SDK lacks.
+  async function request(method, path, options = {}) {
+    const headers = headerPairs(options.headers);
+    if (!hasHeader(headers, "accept")) headers.push(["accept", "application/json"]);
+    const body = encodeBody(options.body, headers);
+    const query = queryPairs(options.query, "", []);
+    const raw = await http({ method: String(method), url: String(path), kind: "api", query, headers, body });
+    return settle(raw, `${String(method).toUpperCase()} ${path}`);
+  }
+
+  // An SDK call: Rust checks `params` against the spec, encodes and sends the request.
+  async function callRaw(group, method, params) {
+    const reply = await op_sdkbox_call(group, method, params ?? null);
+    if (reply.error) {
+      if (reply.error.kind === "invalid_call") throw new TypeError(reply.error.message);
+      throw new EgressError(reply.error.kind, reply.error.message);
+    }
+    return reply.response;
+  }
+
+  function sdkMethod(group, method) {
+    const call = async (params) => settle(await callRaw(group, method, params), `api.${group}.${method}`);
+    Object.defineProperty(call, "operation", { value: { group, method } });
+    return call;
+  }
+
+  function nextLink(link) {
+    for (const part of String(link).split(",")) {
+      const match = /<([^>]*)>\s*;\s*rel="?next"?/.exec(part);
+      if (match) return new URLSearchParams(match[1].split("?")[1] ?? "");
+    }
+    return null;
+  }
+
+  // for await (const item of api.paginate(api.customers.list, { limit: 100 })) { ... }
+  // Follows cursors (has_more + last id), Link headers (rel="next") or page numbers;
+  // bounded by the execution's request budget.
+  async function* paginate(method, params = {}) {
+    const op = method?.operation;
+    if (!op) {
+      throw new TypeError("api.paginate takes an SDK method and its parameters, like api.paginate(api.customers.list, { limit: 100 })");
+    }
+    let current = { ...params };
+    let linked = false;
+    for (;;) {
+      const raw = await callRaw(op.group, op.method, current);
+      const body = settle(raw, `api.${op.group}.${op.method}`);
+      const items = ArrayIsArray(body) ? body : ArrayIsArray(body?.data) ? body.data : ArrayIsArray(body?.items) ? body.items : null;
+      if (items === null) throw new TypeError(`api.${op.group}.${op.method} does not return a list`);
+      for (const item of items) yield item;
+      if (items.length === 0) return;
+      if (body && !ArrayIsArray(body) && "has_more" in body) {
+        if (!body.has_more) return;
+        current = { ...current, starting_after: items[items.length - 1].id };
+        continue;
+      }
+      const link = raw.headers.find(([k]) => k === "link")?.[1];
+      if (link !== undefined || linked) {
+        linked = true;
+        const next = link === undefined ? null : nextLink(link);
+        if (next === null) return;
+        for (const [k, v] of next) current[k] = /^\d+$/.test(v) ? Number(v) : v;
+        continue;
+      }
+      if (typeof current.page === "number") {
+        current = { ...current, page: current.page + 1 };
+        continue;
+      }
+      return;
+    }
+  }
+
+  const groups = new Map();
+  const api = new Proxy({ request, paginate }, {
+    get(target, key) {
+      if (key in target) return target[key];
+      if (typeof key !== "string" || key === "then" || key === "toJSON") return undefined;
+      if (!groups.has(key)) {
+        groups.set(key, new Proxy({}, {
+          get(_, method) {
+            if (typeof method !== "string" || method === "then" || method === "toJSON") return undefined;
+            return sdkMethod(key, method);
+          },
+        }));
+      }
+      return groups.get(key);
     },
-  };
+  });
 
   // ---- web basics deno_core does not provide -------------------------------------------
 

@@ -25,7 +25,7 @@ mod truncate;
 
 pub use errors::cancelled as cancelled_error;
 pub use finish::finish;
-pub use network::{Network, NetworkError, NetworkFuture};
+pub use network::{Gateway, Network, NetworkError, NetworkFuture};
 pub use outcome::{ConsoleLine, ErrorKind, ExecError, Outcome, Timings, Truncation};
 pub use report::Report;
 pub use runtime::{Prepared, RuntimeSettings, prepare};
@@ -39,6 +39,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::egress::Egress;
+use crate::sdk::Sdk;
 
 /// Bounds on one execution.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -105,13 +106,15 @@ pub async fn run_code(
 #[derive(Clone)]
 pub struct InProcessSandbox {
     egress: Egress,
+    sdk: Option<Arc<Sdk>>,
 }
 
 impl InProcessSandbox {
-    /// A sandbox whose scripts reach the network only through `egress`. Call it inside the
-    /// long-lived tokio runtime: watchdogs and HTTP requests run there.
-    pub fn new(egress: Egress) -> Self {
-        Self { egress }
+    /// A sandbox whose scripts reach the network only through `egress`, with the provider's
+    /// SDK if there is one. Call it inside the long-lived tokio runtime: watchdogs and HTTP
+    /// requests run there.
+    pub fn new(egress: Egress, sdk: Option<Arc<Sdk>>) -> Self {
+        Self { egress, sdk }
     }
 
     /// Runs `code` and reports what happened. Never fails: every failure is in the outcome.
@@ -129,7 +132,7 @@ impl InProcessSandbox {
             memory_bytes: limits.memory_bytes,
             test_crash_op: false,
         });
-        let network: Arc<dyn Network> = Arc::new(session.clone());
+        let network: Arc<dyn Network> = Arc::new(Gateway::new(session.clone(), self.sdk.clone()));
         let report = run_code(code, limits, network, cancel, deadline, prepared).await;
         let mut outcome = finish(report, session.calls(), limits, self.egress.scrubber());
         outcome.duration_ms = started.elapsed().as_millis() as u64;

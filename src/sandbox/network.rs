@@ -1,12 +1,16 @@
-//! The sandbox's one capability: sending an HTTP request. In one process it is the egress
-//! session itself; in a worker process it is a bridge to the supervisor, which holds egress.
+//! The sandbox's one capability: reaching the provider, by a raw request (`fetch`,
+//! `api.request`) or an SDK call (`api.<group>.<method>`). In one process it is a
+//! [`Gateway`] over egress; in a worker process it is a bridge to the supervisor's gateway.
 
 use std::future::Future;
 use std::pin::Pin;
 
 use serde::{Deserialize, Serialize};
 
+use std::sync::Arc;
+
 use crate::egress::{EgressSession, ScriptRequest, ScriptResponse};
+use crate::sdk::{Sdk, SdkCall};
 
 /// A request's refusal or failure as the script sees it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -23,18 +27,54 @@ pub type NetworkFuture = Pin<Box<dyn Future<Output = Result<ScriptResponse, Netw
 /// Sends the script's requests. Implementations enforce the egress policy or forward to one
 /// that does.
 pub trait Network: Send + Sync + 'static {
-    /// Sends one request.
+    /// Sends one raw request.
     fn send(&self, request: ScriptRequest) -> NetworkFuture;
+    /// Checks an SDK call against the spec, then sends it.
+    fn call(&self, call: SdkCall) -> NetworkFuture;
 }
 
-impl Network for EgressSession {
+/// The real thing: one execution's egress session and the provider's SDK.
+pub struct Gateway {
+    session: EgressSession,
+    sdk: Option<Arc<Sdk>>,
+}
+
+impl Gateway {
+    /// A gateway for one execution; without an SDK, only raw requests work.
+    pub fn new(session: EgressSession, sdk: Option<Arc<Sdk>>) -> Self {
+        Self { session, sdk }
+    }
+}
+
+impl Network for Gateway {
     fn send(&self, request: ScriptRequest) -> NetworkFuture {
-        let session = self.clone();
+        let session = self.session.clone();
         Box::pin(async move {
             session.send(request).await.map_err(|error| NetworkError {
                 kind: error.kind().to_owned(),
                 message: error.to_string(),
             })
         })
+    }
+
+    fn call(&self, call: SdkCall) -> NetworkFuture {
+        let prepared = match &self.sdk {
+            Some(sdk) => sdk.prepare(&call).map_err(|e| NetworkError {
+                kind: "invalid_call".into(),
+                message: e.to_string(),
+            }),
+            None => Err(NetworkError {
+                kind: "invalid_call".into(),
+                message: format!(
+                    "no SDK is loaded, so `api.{}.{}` does not exist; use \
+                     api.request(method, path, {{ query, body }})",
+                    call.group, call.method
+                ),
+            }),
+        };
+        match prepared {
+            Ok(request) => self.send(request),
+            Err(error) => Box::pin(async move { Err(error) }),
+        }
     }
 }

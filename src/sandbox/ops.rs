@@ -14,12 +14,14 @@ use std::sync::Arc;
 use super::network::{Network, NetworkError};
 use super::outcome::ConsoleLine;
 use crate::egress::{ScriptRequest, ScriptResponse};
+use crate::sdk::SdkCall;
 
 deno_core::extension!(
     sdkbox_sandbox,
     ops = [
         op_sdkbox_log,
         op_sdkbox_http,
+        op_sdkbox_call,
         op_sdkbox_result,
         op_sdkbox_test_crash
     ],
@@ -126,33 +128,65 @@ impl HttpReply {
     }
 }
 
+fn network(state: &Rc<RefCell<OpState>>) -> Option<Arc<dyn Network>> {
+    match state.try_borrow() {
+        Ok(state) => state.try_borrow::<Arc<dyn Network>>().cloned(),
+        Err(_) => None,
+    }
+}
+
+impl From<Result<ScriptResponse, NetworkError>> for HttpReply {
+    fn from(result: Result<ScriptResponse, NetworkError>) -> Self {
+        match result {
+            Ok(response) => Self {
+                response: Some(response),
+                error: None,
+            },
+            Err(error) => Self {
+                response: None,
+                error: Some(error),
+            },
+        }
+    }
+}
+
+/// A raw request from `fetch` or `api.request`.
 #[op2]
 #[serde]
 async fn op_sdkbox_http(
     state: Rc<RefCell<OpState>>,
     #[serde] request: serde_json::Value,
 ) -> HttpReply {
-    let network = match state.try_borrow() {
-        Ok(state) => state.try_borrow::<Arc<dyn Network>>().cloned(),
-        Err(_) => None,
-    };
-    let Some(network) = network else {
+    let Some(network) = network(&state) else {
         return HttpReply::failure("internal", "the network bridge is unavailable".into());
     };
     let request: ScriptRequest = match serde_json::from_value(request) {
         Ok(request) => request,
         Err(e) => return HttpReply::failure("invalid_request", format!("malformed request: {e}")),
     };
-    match network.send(request).await {
-        Ok(response) => HttpReply {
-            response: Some(response),
-            error: None,
-        },
-        Err(error) => HttpReply {
-            response: None,
-            error: Some(error),
-        },
-    }
+    network.send(request).await.into()
+}
+
+/// An SDK call, `api.<group>.<method>(params)`.
+#[op2]
+#[serde]
+async fn op_sdkbox_call(
+    state: Rc<RefCell<OpState>>,
+    #[string] group: String,
+    #[string] method: String,
+    #[serde] params: serde_json::Value,
+) -> HttpReply {
+    let Some(network) = network(&state) else {
+        return HttpReply::failure("internal", "the network bridge is unavailable".into());
+    };
+    network
+        .call(SdkCall {
+            group,
+            method,
+            params,
+        })
+        .await
+        .into()
 }
 
 /// Kills the process the way a panicking op does on QuickJS, for the worker crash tests.
@@ -187,7 +221,7 @@ mod tests {
         .unwrap();
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
         let session = egress.session(deadline, tokio_util::sync::CancellationToken::new());
-        let network: Arc<dyn Network> = Arc::new(session);
+        let network: Arc<dyn Network> = Arc::new(crate::sandbox::Gateway::new(session, None));
         let mut runtime = deno_core::JsRuntime::new(deno_core::RuntimeOptions {
             extensions: vec![sdkbox_sandbox::init()],
             ..Default::default()

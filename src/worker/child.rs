@@ -17,6 +17,7 @@ use crate::egress::{ScriptRequest, ScriptResponse};
 use crate::sandbox::{
     ExecLimits, Network, NetworkError, NetworkFuture, RuntimeSettings, prepare, run_code,
 };
+use crate::sdk::SdkCall;
 
 /// How a worker is started: fixed for its whole life.
 #[derive(Debug, Clone, Copy)]
@@ -57,6 +58,7 @@ pub fn serve(settings: WorkerSettings) -> Result<(), WorkerError> {
             // The runtime for this job was prepared while idle; the next is prepared after it.
             let this = std::mem::replace(&mut prepared, prepare(settings.runtime));
             let deadline = Instant::now() + remaining;
+            channel.send(&FromWorker::Started).await?;
             run_one(&mut channel, &code, &limits, deadline, this).await?;
         }
         Ok(())
@@ -66,16 +68,31 @@ pub fn serve(settings: WorkerSettings) -> Result<(), WorkerError> {
 /// The script's side of the bridge: requests go to the worker's main loop, which forwards
 /// them to the supervisor.
 struct Forward {
-    requests: mpsc::UnboundedSender<(
-        ScriptRequest,
-        oneshot::Sender<Result<ScriptResponse, NetworkError>>,
-    )>,
+    requests: mpsc::UnboundedSender<(Outgoing, Reply)>,
 }
+
+/// What the script wants sent up.
+enum Outgoing {
+    Http(ScriptRequest),
+    Call(SdkCall),
+}
+
+type Reply = oneshot::Sender<Result<ScriptResponse, NetworkError>>;
 
 impl Network for Forward {
     fn send(&self, request: ScriptRequest) -> NetworkFuture {
+        self.forward(Outgoing::Http(request))
+    }
+
+    fn call(&self, call: SdkCall) -> NetworkFuture {
+        self.forward(Outgoing::Call(call))
+    }
+}
+
+impl Forward {
+    fn forward(&self, outgoing: Outgoing) -> NetworkFuture {
         let (reply, answer) = oneshot::channel();
-        let queued = self.requests.send((request, reply));
+        let queued = self.requests.send((outgoing, reply));
         Box::pin(async move {
             let gone = || NetworkError {
                 kind: "cancelled".into(),
@@ -107,10 +124,15 @@ async fn run_one(
                 channel.send(&FromWorker::Done { report }).await?;
                 return Ok(());
             }
-            Some((request, reply)) = outgoing.recv() => {
+            Some((message, reply)) = outgoing.recv() => {
                 next_id += 1;
                 waiting.insert(next_id, reply);
-                channel.send(&FromWorker::Http { request_id: next_id, request }).await?;
+                let request_id = next_id;
+                let message = match message {
+                    Outgoing::Http(request) => FromWorker::Http { request_id, request },
+                    Outgoing::Call(call) => FromWorker::Call { request_id, call },
+                };
+                channel.send(&message).await?;
             }
             message = channel.recv::<ToWorker>() => match message? {
                 Some(ToWorker::HttpReply { request_id, result }) => {

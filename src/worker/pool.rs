@@ -16,7 +16,8 @@ use super::PoolError;
 use super::child::WorkerSettings;
 use super::process::{RunFailure, WorkerProcess};
 use crate::egress::Egress;
-use crate::sandbox::{ErrorKind, ExecError, ExecLimits, Outcome, Report, finish};
+use crate::sandbox::{ErrorKind, ExecError, ExecLimits, Gateway, Outcome, Report, finish};
+use crate::sdk::Sdk;
 
 /// How the pool runs.
 #[derive(Debug, Clone)]
@@ -76,6 +77,7 @@ pub struct Pool {
 struct Inner {
     config: PoolConfig,
     egress: Egress,
+    sdk: Option<Arc<Sdk>>,
     admission: Semaphore,
     slots: Semaphore,
     /// Idle workers, oldest release first: the longer a worker has been idle, the surer its
@@ -89,7 +91,11 @@ struct Inner {
 
 impl Pool {
     /// Starts the pool and its first workers; fails if a worker cannot start.
-    pub async fn start(config: PoolConfig, egress: Egress) -> Result<Self, PoolError> {
+    pub async fn start(
+        config: PoolConfig,
+        egress: Egress,
+        sdk: Option<Arc<Sdk>>,
+    ) -> Result<Self, PoolError> {
         if config.workers == 0 {
             return Err(PoolError::Start(
                 "the pool needs at least one worker".into(),
@@ -103,6 +109,7 @@ impl Pool {
             pids: Mutex::new(Vec::new()),
             config,
             egress,
+            sdk,
         });
         for _ in 0..inner.target() {
             let worker = inner.start_worker().await?;
@@ -122,9 +129,10 @@ impl Pool {
         let started = Instant::now();
         let deadline = started + limits.timeout;
         let session = self.inner.egress.session(deadline, cancel.clone());
+        let gateway = Arc::new(Gateway::new(session.clone(), self.inner.sdk.clone()));
         let report = self
             .inner
-            .run(code, limits, &session, &cancel, deadline)
+            .run(code, limits, &gateway, &cancel, deadline)
             .await;
         let mut outcome = finish(
             report,
@@ -167,7 +175,7 @@ impl Inner {
         self: &Arc<Self>,
         code: &str,
         limits: &ExecLimits,
-        session: &crate::egress::EgressSession,
+        gateway: &Arc<Gateway>,
         cancel: &CancellationToken,
         deadline: Instant,
     ) -> Report {
@@ -190,33 +198,47 @@ impl Inner {
                 return Report::failed(ExecError::new(ErrorKind::Timeout, "the execution waited for a free sandbox until its deadline; the server is overloaded, try again shortly"));
             }
         };
-        let mut worker = match self.take_idle() {
-            Some(worker) => worker,
-            None => match self.start_worker().await {
-                Ok(worker) => worker,
-                Err(error) => {
-                    return Report::failed(ExecError::new(ErrorKind::Internal, error.to_string()));
-                }
-            },
-        };
         let mut limits = limits.clone();
         limits.memory_bytes = self.config.worker.runtime.memory_bytes;
         let hard_deadline = deadline + self.config.kill_grace;
         let grace = self.config.kill_grace;
-        match worker
-            .run(code, &limits, session, cancel, hard_deadline, grace)
-            .await
-        {
-            Ok(report) => {
-                worker.runs += 1;
-                self.release(worker);
-                report
-            }
-            Err(failure) => {
-                self.retire(worker);
-                Report::failed(failure_error(failure, &limits, cancel))
+        // A worker that died while idle ran none of the code: the call goes to another one.
+        for _ in 0..3 {
+            let mut worker = match self.take_idle() {
+                Some(worker) => worker,
+                None => match self.start_worker().await {
+                    Ok(worker) => worker,
+                    Err(error) => {
+                        return Report::failed(ExecError::new(
+                            ErrorKind::Internal,
+                            error.to_string(),
+                        ));
+                    }
+                },
+            };
+            match worker
+                .run(code, &limits, gateway, cancel, hard_deadline, grace)
+                .await
+            {
+                Ok(report) => {
+                    worker.runs += 1;
+                    self.release(worker);
+                    return report;
+                }
+                Err(RunFailure::NotStarted(status)) => {
+                    tracing::warn!(%status, "a worker died before taking a run; retrying elsewhere");
+                    self.retire(worker);
+                }
+                Err(failure) => {
+                    self.retire(worker);
+                    return Report::failed(failure_error(failure, &limits, cancel));
+                }
             }
         }
+        Report::failed(ExecError::new(
+            ErrorKind::Internal,
+            "three sandbox processes in a row died before they could run the code",
+        ))
     }
 
     async fn start_worker(self: &Arc<Self>) -> Result<WorkerProcess, PoolError> {
@@ -285,7 +307,7 @@ fn failure_error(
                 limits.timeout.as_millis()
             ),
         ),
-        RunFailure::Crashed(status) => ExecError::new(
+        RunFailure::Crashed(status) | RunFailure::NotStarted(status) => ExecError::new(
             ErrorKind::Crashed,
             format!(
                 "the sandbox process crashed while running this code ({status}); nothing of it \

@@ -15,8 +15,9 @@ use tokio_util::sync::CancellationToken;
 use super::PoolError;
 use super::child::WorkerSettings;
 use super::protocol::{Channel, FromWorker, PROTOCOL_VERSION, ToWorker};
-use crate::egress::EgressSession;
-use crate::sandbox::{ExecLimits, NetworkError, Report};
+use std::sync::Arc;
+
+use crate::sandbox::{ExecLimits, Gateway, Network, Report};
 
 /// How long a new worker may take to say hello.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -26,8 +27,11 @@ const START_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum RunFailure {
     /// The worker overran its deadline and grace and was killed.
     Killed,
-    /// The worker died: its exit status, as words.
+    /// The worker died while running the code: its exit status, as words.
     Crashed(String),
+    /// The worker died before it took the run (it was killed while idle, say): none of the
+    /// code ran, so the call can go to another worker.
+    NotStarted(String),
 }
 
 /// A running worker process.
@@ -105,14 +109,14 @@ impl WorkerProcess {
         self.pid
     }
 
-    /// Runs one execution. Requests the script makes are checked and sent by `session`;
+    /// Runs one execution. Requests the script makes are checked and sent by `gateway`;
     /// the worker is killed if it has not answered by `hard_deadline`, or `grace` after a
     /// cancellation.
     pub async fn run(
         &mut self,
         code: &str,
         limits: &ExecLimits,
-        session: &EgressSession,
+        gateway: &Arc<Gateway>,
         cancel: &CancellationToken,
         hard_deadline: Instant,
         grace: Duration,
@@ -123,8 +127,9 @@ impl WorkerProcess {
             remaining: hard_deadline.saturating_duration_since(Instant::now() + grace),
         };
         if self.channel.send(&run).await.is_err() {
-            return Err(RunFailure::Crashed(self.exit_status().await));
+            return Err(RunFailure::NotStarted(self.exit_status().await));
         }
+        let mut started = false;
         let mut in_flight = JoinSet::new();
         let mut kill_at = hard_deadline;
         let mut cancel_sent = false;
@@ -132,18 +137,18 @@ impl WorkerProcess {
             tokio::select! {
                 message = self.channel.recv::<FromWorker>() => match message {
                     Ok(Some(FromWorker::Done { report })) => return Ok(report),
+                    Ok(Some(FromWorker::Started)) => started = true,
                     Ok(Some(FromWorker::Http { request_id, request })) => {
-                        let session = session.clone();
-                        in_flight.spawn(async move {
-                            let result = session.send(request).await.map_err(|error| NetworkError {
-                                kind: error.kind().to_owned(),
-                                message: error.to_string(),
-                            });
-                            (request_id, result)
-                        });
+                        let sent = gateway.send(request);
+                        in_flight.spawn(async move { (request_id, sent.await) });
+                    }
+                    Ok(Some(FromWorker::Call { request_id, call })) => {
+                        let sent = gateway.call(call);
+                        in_flight.spawn(async move { (request_id, sent.await) });
                     }
                     Ok(Some(FromWorker::Hello { .. })) | Ok(None) | Err(_) => {
-                        return Err(RunFailure::Crashed(self.exit_status().await));
+                        let status = self.exit_status().await;
+                        return Err(if started { RunFailure::Crashed(status) } else { RunFailure::NotStarted(status) });
                     }
                 },
                 Some(Ok((request_id, result))) = in_flight.join_next() => {

@@ -11,6 +11,7 @@ use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
 use crate::egress::{ScriptRequest, ScriptResponse};
 use crate::sandbox::{ExecLimits, NetworkError, Report};
+use crate::sdk::SdkCall;
 
 /// Bumped on any incompatible change; a worker of another version is refused at start.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -31,7 +32,7 @@ pub enum ToWorker {
         /// Time left until the deadline, counted from when the worker receives this.
         remaining: Duration,
     },
-    /// The answer to a forwarded HTTP request.
+    /// The answer to a forwarded HTTP request or SDK call.
     HttpReply {
         /// The number the worker gave the request.
         request_id: u64,
@@ -51,12 +52,22 @@ pub enum FromWorker {
         /// The worker's [`PROTOCOL_VERSION`].
         version: u32,
     },
+    /// The worker took the run; a worker that dies before saying so ran none of the code,
+    /// and the call may go to another worker.
+    Started,
     /// The script asked for an HTTP request; the supervisor checks and sends it.
     Http {
         /// A number to match the reply.
         request_id: u64,
         /// The request as the script made it.
         request: ScriptRequest,
+    },
+    /// The script made an SDK call; the supervisor checks it against the spec and sends it.
+    Call {
+        /// A number to match the reply.
+        request_id: u64,
+        /// The call as the script made it.
+        call: SdkCall,
     },
     /// The execution ended.
     Done {

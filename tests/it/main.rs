@@ -15,4 +15,6 @@ mod golden;
 mod hostile;
 mod pool;
 mod provider;
+mod sdk;
+mod specs;
 mod support;

@@ -29,7 +29,7 @@ async fn pool_with(config: PoolConfig, base: &Url) -> Pool {
         limits: EgressLimits::default(),
     })
     .unwrap();
-    Pool::start(config, egress).await.unwrap()
+    Pool::start(config, egress, None).await.unwrap()
 }
 
 async fn offline_pool(config: PoolConfig) -> Pool {

@@ -41,6 +41,10 @@ impl Provider {
         let seen = Arc::new(Seen::default());
         let app = Router::new()
             .route("/v1/echo", any(echo))
+            .route("/v1/echo/{*rest}", any(echo))
+            .route("/v1/charges", any(echo))
+            .route("/v1/cursor", get(cursor))
+            .route("/v1/linked", get(linked))
             .route("/v1/customers", get(customers))
             .route("/v1/missing", get(missing))
             .route("/v1/redirect", get(redirect))
@@ -96,6 +100,45 @@ async fn echo(request: Request) -> Response {
         "body": String::from_utf8_lossy(&body),
     }))
     .into_response()
+}
+
+#[derive(serde::Deserialize)]
+struct Cursor {
+    starting_after: Option<String>,
+}
+
+/// Seven items, three per page, Stripe style: `has_more` and `starting_after`.
+async fn cursor(Query(cursor): Query<Cursor>) -> Response {
+    let start = match cursor.starting_after {
+        Some(id) => id.trim_start_matches("item_").parse::<usize>().unwrap_or(0) + 1,
+        None => 0,
+    };
+    let data: Vec<_> = (start..7.min(start + 3))
+        .map(|i| json!({"id": format!("item_{i}")}))
+        .collect();
+    axum::Json(json!({"object": "list", "data": data, "has_more": start + 3 < 7})).into_response()
+}
+
+#[derive(serde::Deserialize)]
+struct Page {
+    page: Option<usize>,
+}
+
+/// Five items, two per page, GitHub style: a bare array and a `Link` header.
+async fn linked(Query(page): Query<Page>) -> Response {
+    let page = page.page.unwrap_or(1);
+    let items: Vec<_> = ((page - 1) * 2..(page * 2).min(5))
+        .map(|i| json!({"n": i}))
+        .collect();
+    let mut headers = HeaderMap::new();
+    if page * 2 < 5 {
+        let next = format!(
+            "<http://127.0.0.1/v1/linked?page={}&per_page=2>; rel=\"next\"",
+            page + 1
+        );
+        headers.insert(header::LINK, next.parse().unwrap());
+    }
+    (headers, axum::Json(items)).into_response()
 }
 
 async fn customers() -> Response {

@@ -23,7 +23,7 @@ pub fn sandbox(base: &Url, scheme: Option<AuthScheme>, limits: EgressLimits) -> 
         limits,
     })
     .unwrap();
-    InProcessSandbox::new(egress)
+    InProcessSandbox::new(egress, None)
 }
 
 /// A sandbox for code that makes no network calls.

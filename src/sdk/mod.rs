@@ -1,0 +1,233 @@
+//! The provider client inside the sandbox: `api.<group>.<method>(params)`, one method per
+//! spec operation. The sandbox's `api` is a thin proxy; this module, in the process that
+//! holds egress, finds the operation, checks the parameters against the spec and encodes
+//! the request. So loading the SDK costs a fresh runtime nothing, whatever the API's size,
+//! and every SDK call reaches egress knowing its operation.
+
+mod encode;
+mod typescript;
+mod validate;
+
+pub use typescript::{call_hint, signature, type_of};
+pub use validate::did_you_mean;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use thiserror::Error;
+
+use crate::egress::{ScriptRequest, UrlKind};
+use crate::spec::{Api, Encoding, Location, Operation, Param, Shape};
+
+/// A call the script made: `api.<group>.<method>(params)`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SdkCall {
+    /// The group name.
+    pub group: String,
+    /// The method name.
+    pub method: String,
+    /// The one parameters object (or `null`).
+    #[serde(default)]
+    pub params: Value,
+}
+
+/// A call that does not fit the spec; the message says how to fix it.
+#[derive(Debug, Error)]
+#[error("{0}")]
+pub struct CallError(pub String);
+
+/// The SDK of one provider: its operations by group and method name.
+pub struct Sdk {
+    api: Arc<Api>,
+    groups: BTreeMap<String, BTreeMap<String, usize>>,
+}
+
+impl Sdk {
+    /// Indexes the operations of `api`.
+    pub fn new(api: Arc<Api>) -> Self {
+        let mut groups: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+        for (index, op) in api.operations.iter().enumerate() {
+            groups
+                .entry(op.group.clone())
+                .or_default()
+                .insert(op.name.clone(), index);
+        }
+        Self { api, groups }
+    }
+
+    /// The API this SDK calls.
+    pub fn api(&self) -> &Api {
+        &self.api
+    }
+
+    /// The operation behind `api.<group>.<method>`, or an error with suggestions.
+    pub fn operation(&self, group: &str, method: &str) -> Result<&Operation, CallError> {
+        let Some(methods) = self.groups.get(group) else {
+            let names: Vec<&str> = self.groups.keys().map(String::as_str).collect();
+            return Err(CallError(format!(
+                "no group `api.{group}`{} Search the docs for the operation you need; \
+                 groups include {}",
+                did_you_mean(group, &names),
+                names
+                    .iter()
+                    .take(20)
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        };
+        let Some(index) = methods.get(method) else {
+            let names: Vec<&str> = methods.keys().map(String::as_str).collect();
+            return Err(CallError(format!(
+                "no method `api.{group}.{method}`{} Methods of api.{group}: {}",
+                did_you_mean(method, &names),
+                names.join(", ")
+            )));
+        };
+        Ok(&self.api.operations[*index])
+    }
+
+    /// Checks a call against the spec and encodes it as a request for egress.
+    pub fn prepare(&self, call: &SdkCall) -> Result<ScriptRequest, CallError> {
+        let op = self.operation(&call.group, &call.method)?;
+        let at = format!("api.{}.{} ({} {})", op.group, op.name, op.method, op.path);
+        let empty = Map::new();
+        let params = match &call.params {
+            Value::Object(map) => map,
+            Value::Null => &empty,
+            other => {
+                return Err(CallError(format!(
+                    "{at} takes one object of parameters, like {}; got {}",
+                    call_hint(op),
+                    validate::kind_of(other)
+                )));
+            }
+        };
+        let mut request = ScriptRequest {
+            method: op.method.clone(),
+            url: op.path.clone(),
+            kind: UrlKind::Api,
+            query: Vec::new(),
+            headers: Vec::new(),
+            body: None,
+            operation: Some(op.id.clone()),
+        };
+        let body_fields = body_fields(op);
+        let mut body = Map::new();
+        for (key, value) in params {
+            if let Some(param) = op.params.iter().find(|p| &p.name == key) {
+                validate::check(value, &param.shape, key)
+                    .map_err(|e| CallError(format!("{at}: {e}")))?;
+                place(&mut request, param, value);
+            } else if goes_in_body(op, body_fields.as_deref(), key) {
+                body.insert(key.clone(), value.clone());
+            } else {
+                let known = known_names(op);
+                return Err(CallError(format!(
+                    "{at}: unknown parameter `{key}`{} Parameters: {}",
+                    did_you_mean(key, &known.iter().map(String::as_str).collect::<Vec<_>>()),
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                )));
+            }
+        }
+        for param in op.params.iter().filter(|p| p.required) {
+            if !params.contains_key(&param.name) {
+                return Err(CallError(format!(
+                    "{at}: missing required parameter `{}` ({})",
+                    param.name,
+                    validate::describe(&param.shape)
+                )));
+            }
+        }
+        self.encode_body(op, &at, body, body_fields.is_none(), &mut request)?;
+        Ok(request)
+    }
+
+    fn encode_body(
+        &self,
+        op: &Operation,
+        at: &str,
+        mut body: Map<String, Value>,
+        whole: bool,
+        request: &mut ScriptRequest,
+    ) -> Result<(), CallError> {
+        let Some(spec) = &op.body else { return Ok(()) };
+        let value = if whole {
+            body.remove("body").unwrap_or(Value::Null)
+        } else {
+            Value::Object(body)
+        };
+        let empty = matches!(&value, Value::Null) || value.as_object().is_some_and(Map::is_empty);
+        if empty && !spec.required {
+            return Ok(());
+        }
+        let place = if whole { "body" } else { "params" };
+        validate::check(&value, &spec.shape, place).map_err(|e| CallError(format!("{at}: {e}")))?;
+        let (text, content_type) = match (spec.encoding, value.as_object()) {
+            (Encoding::Form, Some(map)) => (
+                encode::form(map),
+                "application/x-www-form-urlencoded".to_owned(),
+            ),
+            (Encoding::Multipart, Some(map)) => encode::multipart(map),
+            _ => (value.to_string(), "application/json".to_owned()),
+        };
+        request.headers.push(("content-type".into(), content_type));
+        request.body = Some(text);
+        Ok(())
+    }
+
+    /// Every operation, for the docs index.
+    pub fn operations(&self) -> &[Operation] {
+        &self.api.operations
+    }
+}
+
+/// The body's field names when the body is an object with known fields (they are passed by
+/// name), an empty list for an open object, `None` when the body is passed whole as `body`.
+fn body_fields(op: &Operation) -> Option<Vec<&str>> {
+    match op.body.as_ref().map(|b| &*b.shape) {
+        Some(Shape::Object { fields, .. }) => {
+            Some(fields.iter().map(|f| f.name.as_str()).collect())
+        }
+        Some(_) | None => None,
+    }
+}
+
+/// Whether `key` is a body field (by name, or any key of an open object), or the whole
+/// body under `body`.
+fn goes_in_body(op: &Operation, fields: Option<&[&str]>, key: &str) -> bool {
+    match fields {
+        Some(fields) => fields.is_empty() || fields.contains(&key),
+        None => key == "body" && op.body.is_some(),
+    }
+}
+
+fn known_names(op: &Operation) -> Vec<String> {
+    let mut names: Vec<String> = op.params.iter().map(|p| p.name.clone()).collect();
+    match op.body.as_ref().map(|b| &*b.shape) {
+        Some(Shape::Object { fields, .. }) => names.extend(fields.iter().map(|f| f.name.clone())),
+        Some(_) => names.push("body".into()),
+        None => {}
+    }
+    names
+}
+
+/// Puts one parameter where the spec says.
+fn place(request: &mut ScriptRequest, param: &Param, value: &Value) {
+    let key = &param.name;
+    match param.location {
+        Location::Path => {
+            request.url = request
+                .url
+                .replace(&format!("{{{key}}}"), &encode::segment(value));
+        }
+        Location::Query => encode::query_pairs(key, value, param.deep_object, &mut request.query),
+        Location::Header => request.headers.push((key.clone(), encode::scalar(value))),
+    }
+}

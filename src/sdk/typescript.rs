@@ -1,0 +1,162 @@
+//! TypeScript signatures of SDK methods, for search hits: what to pass and what comes back,
+//! depth-limited so that a hit stays short.
+
+use crate::spec::{Location, Operation, Shape};
+
+/// `{ email, name?, metadata? }`: the call's parameter names, required ones first, at most
+/// `max` of them.
+pub fn call_hint(op: &Operation) -> String {
+    let mut names: Vec<(bool, String)> = op
+        .params
+        .iter()
+        .filter(|p| p.location != Location::Header)
+        .map(|p| (p.required, p.name.clone()))
+        .collect();
+    match op.body.as_ref().map(|b| (&*b.shape, b.required)) {
+        Some((Shape::Object { fields, .. }, _)) => {
+            names.extend(fields.iter().map(|f| (f.required, f.name.clone())));
+        }
+        Some((_, required)) => names.push((required, "body".into())),
+        None => {}
+    }
+    names.sort_by_key(|(required, _)| !*required);
+    let shown: Vec<String> = names
+        .iter()
+        .take(6)
+        .map(|(required, name)| {
+            if *required {
+                name.clone()
+            } else {
+                format!("{name}?")
+            }
+        })
+        .collect();
+    let more = if names.len() > 6 { ", ..." } else { "" };
+    if shown.is_empty() {
+        "{}".into()
+    } else {
+        format!("{{ {}{more} }}", shown.join(", "))
+    }
+}
+
+/// `create(params: { email: string; name?: string }): Promise<{ id: string; ... }>`.
+pub fn signature(op: &Operation) -> String {
+    let mut fields = Vec::new();
+    for p in op.params.iter().filter(|p| p.location != Location::Header) {
+        let optional = if p.required { "" } else { "?" };
+        fields.push(format!(
+            "{}{optional}: {}",
+            key(&p.name),
+            type_of(&p.shape, 1)
+        ));
+    }
+    if let Some(body) = op.body.as_ref() {
+        match &*body.shape {
+            Shape::Object {
+                fields: body_fields,
+                ..
+            } => {
+                for f in body_fields {
+                    let optional = if f.required { "" } else { "?" };
+                    fields.push(format!(
+                        "{}{optional}: {}",
+                        key(&f.name),
+                        type_of(&f.shape, 1)
+                    ));
+                }
+            }
+            shape => {
+                let optional = if body.required { "" } else { "?" };
+                fields.push(format!("body{optional}: {}", type_of(shape, 1)));
+            }
+        }
+    }
+    let all_optional = !op
+        .params
+        .iter()
+        .any(|p| p.required && p.location != Location::Header)
+        && !op.body.as_ref().is_some_and(|b| b.required);
+    let params = if fields.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "params{}: {{ {} }}",
+            if all_optional { "?" } else { "" },
+            fields.join("; ")
+        )
+    };
+    let response = op
+        .response
+        .as_ref()
+        .map_or("unknown".to_owned(), |r| type_of(r, 2));
+    format!("{}({params}): Promise<{response}>", op.name)
+}
+
+/// A shape as a TypeScript type, objects expanded `depth` levels deep.
+pub fn type_of(shape: &Shape, depth: usize) -> String {
+    match shape {
+        Shape::Any => "unknown".into(),
+        Shape::Recursive(name) => name.clone(),
+        Shape::String { values } if !values.is_empty() && values.len() <= 8 => values
+            .iter()
+            .map(|v| format!("\"{v}\""))
+            .collect::<Vec<_>>()
+            .join(" | "),
+        Shape::String { .. } => "string".into(),
+        Shape::Integer | Shape::Number => "number".into(),
+        Shape::Boolean => "boolean".into(),
+        Shape::Null => "null".into(),
+        Shape::Array(items) => {
+            let inner = type_of(items, depth);
+            if inner.contains(' ') && !inner.starts_with('{') {
+                format!("({inner})[]")
+            } else {
+                format!("{inner}[]")
+            }
+        }
+        Shape::Object { fields, additional } => {
+            if depth == 0 || fields.is_empty() {
+                return match additional {
+                    Some(extra) if fields.is_empty() => {
+                        format!(
+                            "Record<string, {}>",
+                            type_of(extra, depth.saturating_sub(1))
+                        )
+                    }
+                    _ => "object".into(),
+                };
+            }
+            let shown: Vec<String> = fields
+                .iter()
+                .take(12)
+                .map(|f| {
+                    let optional = if f.required { "" } else { "?" };
+                    format!(
+                        "{}{optional}: {}",
+                        key(&f.name),
+                        type_of(&f.shape, depth - 1)
+                    )
+                })
+                .collect();
+            let more = if fields.len() > 12 { "; ..." } else { "" };
+            format!("{{ {}{more} }}", shown.join("; "))
+        }
+        Shape::OneOf(options) => {
+            let mut parts: Vec<String> = options.iter().map(|o| type_of(o, depth)).collect();
+            parts.dedup();
+            parts.join(" | ")
+        }
+    }
+}
+
+fn key(name: &str) -> String {
+    if name
+        .chars()
+        .all(|c| c.is_alphanumeric() || c == '_' || c == '$')
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+    {
+        name.to_owned()
+    } else {
+        format!("\"{name}\"")
+    }
+}

@@ -1,0 +1,175 @@
+//! What sdkbox knows of a provider after reading its spec: the operations the SDK exposes
+//! and the docs index describes, and the schemas they use. Everything downstream reads this,
+//! never the raw spec.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+/// One provider's API.
+#[derive(Debug, Clone)]
+pub struct Api {
+    /// The spec's title.
+    pub title: String,
+    /// The spec's version string.
+    pub version: String,
+    /// Server URLs, variables filled with their defaults.
+    pub servers: Vec<String>,
+    /// How the provider expects credentials, as far as the spec says.
+    pub auth: Vec<AuthHint>,
+    /// Every operation that loaded.
+    pub operations: Vec<Operation>,
+    /// The named schemas, for the docs index.
+    pub schemas: Vec<SchemaDoc>,
+}
+
+/// A credential scheme the spec declares.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", content = "name", rename_all = "lowercase")]
+pub enum AuthHint {
+    /// `Authorization: Bearer`.
+    Bearer,
+    /// `Authorization: Basic`.
+    Basic,
+    /// An API key in the named header.
+    Header(String),
+    /// An API key in the named query parameter.
+    Query(String),
+}
+
+/// One operation, as the SDK and the docs see it.
+#[derive(Debug, Clone)]
+pub struct Operation {
+    /// The spec's `operationId` (or one derived from method and path, with a warning).
+    pub id: String,
+    /// HTTP method, upper case.
+    pub method: String,
+    /// Path template, as in the spec (`/v1/customers/{customer}`).
+    pub path: String,
+    /// SDK group: `api.<group>`.
+    pub group: String,
+    /// SDK method: `api.<group>.<name>(...)`.
+    pub name: String,
+    /// One-line summary (may be empty).
+    pub summary: String,
+    /// Longer description, markup stripped.
+    pub description: String,
+    /// The spec's tags.
+    pub tags: Vec<String>,
+    /// Path, query and header parameters.
+    pub params: Vec<Param>,
+    /// The request body, if any.
+    pub body: Option<Body>,
+    /// Shape of the success response body, if JSON.
+    pub response: Option<Arc<Shape>>,
+    /// Whether the spec marks it deprecated.
+    pub deprecated: bool,
+}
+
+/// Where a parameter goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Location {
+    /// In the path template.
+    Path,
+    /// In the query string.
+    Query,
+    /// In a request header.
+    Header,
+}
+
+/// One parameter.
+#[derive(Debug, Clone)]
+pub struct Param {
+    /// Its name.
+    pub name: String,
+    /// Where it goes.
+    pub location: Location,
+    /// Whether the call must give it.
+    pub required: bool,
+    /// Its type.
+    pub shape: Arc<Shape>,
+    /// Its description, markup stripped.
+    pub description: String,
+    /// Whether objects and arrays go in the query as `key[sub]=v` / `key[]=v`
+    /// (`style: deepObject`), rather than as repeated keys.
+    pub deep_object: bool,
+}
+
+/// How a request body is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// `application/json`.
+    Json,
+    /// `application/x-www-form-urlencoded`, nested keys as `a[b][0]=v`.
+    Form,
+    /// `multipart/form-data`.
+    Multipart,
+}
+
+/// A request body.
+#[derive(Debug, Clone)]
+pub struct Body {
+    /// How it is encoded.
+    pub encoding: Encoding,
+    /// Whether the call must send it.
+    pub required: bool,
+    /// Its type; an object's fields are passed by name in the call.
+    pub shape: Arc<Shape>,
+}
+
+/// A type, summarised from JSON Schema: enough to validate calls and write signatures.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Shape {
+    /// Anything (no schema, or one sdkbox does not model).
+    Any,
+    /// A string, maybe limited to some values.
+    String {
+        /// Allowed values, when the schema lists them.
+        values: Vec<String>,
+    },
+    /// An integer.
+    Integer,
+    /// A number.
+    Number,
+    /// A boolean.
+    Boolean,
+    /// `null`.
+    Null,
+    /// An array of items.
+    Array(Arc<Shape>),
+    /// An object.
+    Object {
+        /// Its known fields, in spec order.
+        fields: Vec<Field>,
+        /// The type of other keys, when allowed.
+        additional: Option<Arc<Shape>>,
+    },
+    /// One of several types (`oneOf`, `anyOf`, nullable).
+    OneOf(Vec<Arc<Shape>>),
+    /// A named schema met again while it was being read (a recursive type).
+    Recursive(String),
+}
+
+/// A field of an object shape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    /// Its name.
+    pub name: String,
+    /// Its type.
+    pub shape: Arc<Shape>,
+    /// Whether it must be present.
+    pub required: bool,
+    /// Its description, markup stripped and shortened.
+    pub description: String,
+}
+
+/// A named schema, for the docs index.
+#[derive(Debug, Clone)]
+pub struct SchemaDoc {
+    /// Its name under `components/schemas`.
+    pub name: String,
+    /// Its description, markup stripped.
+    pub description: String,
+    /// Its type.
+    pub shape: Arc<Shape>,
+}

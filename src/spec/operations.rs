@@ -1,0 +1,233 @@
+//! Operations from the spec's `paths`: parameters merged from path and operation level, the
+//! request body and success response read, `$ref`s followed. An operation that cannot be
+//! read becomes a warning naming its place; the others still load.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::SpecWarning;
+use super::model::{Body, Encoding, Location, Operation, Param, Shape};
+use super::schema::{RefError, Schemas};
+use super::text;
+
+const METHODS: &[&str] = &[
+    "get", "put", "post", "delete", "options", "head", "patch", "trace",
+];
+
+/// Reads every operation under `paths`.
+pub fn read(
+    root: &Value,
+    schemas: &mut Schemas,
+    warnings: &mut Vec<SpecWarning>,
+) -> Vec<Operation> {
+    let mut operations = Vec::new();
+    let Some(paths) = root.get("paths").and_then(Value::as_object) else {
+        warnings.push(SpecWarning::new(
+            "paths",
+            "the spec has no paths: there is nothing to call",
+        ));
+        return operations;
+    };
+    for (path, item) in paths {
+        let item = match schemas.resolve(item) {
+            Ok(item) => item,
+            Err(RefError(e)) => {
+                warnings.push(SpecWarning::new(&format!("paths.{path}"), &e));
+                continue;
+            }
+        };
+        let shared = item.get("parameters").and_then(Value::as_array);
+        for method in METHODS {
+            let Some(spec) = item.get(*method) else {
+                continue;
+            };
+            let place = format!("{} {path}", method.to_uppercase());
+            match operation(path, method, spec, shared, schemas, &place, warnings) {
+                Ok(op) => operations.push(op),
+                Err(RefError(e)) => {
+                    warnings.push(SpecWarning::new(&place, &format!("skipped: {e}")))
+                }
+            }
+        }
+    }
+    operations
+}
+
+fn operation(
+    path: &str,
+    method: &str,
+    spec: &Value,
+    shared: Option<&Vec<Value>>,
+    schemas: &mut Schemas,
+    place: &str,
+    warnings: &mut Vec<SpecWarning>,
+) -> Result<Operation, RefError> {
+    let id = match spec.get("operationId").and_then(Value::as_str) {
+        Some(id) if !id.is_empty() => id.to_owned(),
+        _ => {
+            let derived = derived_id(method, path);
+            warnings.push(SpecWarning::new(
+                place,
+                &format!("no operationId; calling it `{derived}`"),
+            ));
+            derived
+        }
+    };
+    let description = spec
+        .get("description")
+        .and_then(Value::as_str)
+        .map(text::plain)
+        .unwrap_or_default();
+    let summary = spec
+        .get("summary")
+        .and_then(Value::as_str)
+        .map(text::plain)
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| text::first_sentence(&description, 120));
+    let tags = spec
+        .get("tags")
+        .and_then(Value::as_array)
+        .map(|t| {
+            t.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Operation {
+        id,
+        method: method.to_uppercase(),
+        path: path.to_owned(),
+        group: String::new(),
+        name: String::new(),
+        summary,
+        description,
+        tags,
+        params: params(
+            shared,
+            spec.get("parameters").and_then(Value::as_array),
+            schemas,
+        )?,
+        body: body(spec.get("requestBody"), schemas)?,
+        response: response(spec.get("responses"), schemas)?,
+        deprecated: spec.get("deprecated").and_then(Value::as_bool) == Some(true),
+    })
+}
+
+fn derived_id(method: &str, path: &str) -> String {
+    let mut id = method.to_owned();
+    for segment in path.split('/').filter(|s| !s.is_empty()) {
+        let word = segment.trim_matches(|c| c == '{' || c == '}');
+        let mut chars = word.chars();
+        if let Some(first) = chars.next() {
+            id.extend(first.to_uppercase());
+            id.extend(chars.filter(|c| c.is_alphanumeric()));
+        }
+    }
+    id
+}
+
+fn params(
+    shared: Option<&Vec<Value>>,
+    own: Option<&Vec<Value>>,
+    schemas: &mut Schemas,
+) -> Result<Vec<Param>, RefError> {
+    let mut out: Vec<Param> = Vec::new();
+    for raw in shared
+        .into_iter()
+        .flatten()
+        .chain(own.into_iter().flatten())
+    {
+        let raw = schemas.resolve(raw)?;
+        let location = match raw.get("in").and_then(Value::as_str) {
+            Some("path") => Location::Path,
+            Some("query") => Location::Query,
+            Some("header") => Location::Header,
+            _ => continue,
+        };
+        let Some(name) = raw.get("name").and_then(Value::as_str) else {
+            continue;
+        };
+        let shape = match raw.get("schema") {
+            Some(schema) => schemas.shape(schema)?,
+            None => Arc::new(Shape::Any),
+        };
+        let param = Param {
+            name: name.to_owned(),
+            location,
+            required: location == Location::Path
+                || raw.get("required").and_then(Value::as_bool) == Some(true),
+            shape,
+            description: raw
+                .get("description")
+                .and_then(Value::as_str)
+                .map(text::plain)
+                .unwrap_or_default(),
+            deep_object: raw.get("style").and_then(Value::as_str) == Some("deepObject"),
+        };
+        // Operation-level parameters override path-level ones of the same name and place.
+        out.retain(|p| !(p.name == param.name && p.location == param.location));
+        out.push(param);
+    }
+    Ok(out)
+}
+
+fn body(raw: Option<&Value>, schemas: &mut Schemas) -> Result<Option<Body>, RefError> {
+    let Some(raw) = raw else { return Ok(None) };
+    let raw = schemas.resolve(raw)?;
+    let Some(content) = raw.get("content").and_then(Value::as_object) else {
+        return Ok(None);
+    };
+    let pick = content
+        .iter()
+        .find(|(t, _)| t.contains("json"))
+        .map(|(t, c)| (Encoding::Json, t, c))
+        .or_else(|| {
+            content
+                .iter()
+                .find(|(t, _)| t.starts_with("application/x-www-form-urlencoded"))
+                .map(|(t, c)| (Encoding::Form, t, c))
+        })
+        .or_else(|| {
+            content
+                .iter()
+                .find(|(t, _)| t.starts_with("multipart/form-data"))
+                .map(|(t, c)| (Encoding::Multipart, t, c))
+        });
+    let Some((encoding, _, media)) = pick else {
+        return Ok(None);
+    };
+    let shape = match media.get("schema") {
+        Some(schema) => schemas.shape(schema)?,
+        None => Arc::new(Shape::Any),
+    };
+    Ok(Some(Body {
+        encoding,
+        required: raw.get("required").and_then(Value::as_bool) == Some(true),
+        shape,
+    }))
+}
+
+fn response(raw: Option<&Value>, schemas: &mut Schemas) -> Result<Option<Arc<Shape>>, RefError> {
+    let Some(responses) = raw.and_then(Value::as_object) else {
+        return Ok(None);
+    };
+    let mut codes: Vec<&String> = responses.keys().filter(|c| c.starts_with('2')).collect();
+    codes.sort();
+    let Some(code) = codes.first() else {
+        return Ok(None);
+    };
+    let response = schemas.resolve(&responses[code.as_str()])?;
+    let Some(content) = response.get("content").and_then(Value::as_object) else {
+        return Ok(None);
+    };
+    match content
+        .iter()
+        .find(|(t, _)| t.contains("json"))
+        .and_then(|(_, m)| m.get("schema"))
+    {
+        Some(schema) => schemas.shape(schema).map(Some),
+        None => Ok(None),
+    }
+}

@@ -1,0 +1,222 @@
+//! The generated SDK against a real provider on 127.0.0.1: calls go out with the right
+//! method, path, query, headers and body encoding; bad calls fail before any request with
+//! messages that say how to fix them; pagination follows cursors and Link headers.
+
+use std::sync::Arc;
+
+use sdkbox::egress::EgressLimits;
+use sdkbox::sandbox::{ExecLimits, InProcessSandbox, Outcome};
+use sdkbox::sdk::Sdk;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::provider::Provider;
+
+const SPEC: &str = r#"
+openapi: 3.1.0
+info: { title: Echo, version: "1" }
+servers: [{ url: "http://127.0.0.1/v1" }]
+paths:
+  /echo/widgets:
+    post:
+      operationId: createWidget
+      tags: [widgets]
+      summary: Create a widget.
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              required: [name]
+              properties:
+                name: { type: string }
+                size: { type: string, enum: [small, large] }
+                tags: { type: array, items: { type: string } }
+  /echo/widgets/{widget_id}:
+    get:
+      operationId: getWidget
+      tags: [widgets]
+      parameters:
+        - { name: widget_id, in: path, required: true, schema: { type: string } }
+        - { name: expand, in: query, style: deepObject, schema: { type: array, items: { type: string } } }
+        - { name: X-Trace, in: header, schema: { type: string } }
+  /charges:
+    post:
+      operationId: PostCharges
+      requestBody:
+        content:
+          application/x-www-form-urlencoded:
+            schema:
+              type: object
+              properties:
+                amount: { type: integer }
+                metadata: { type: object, additionalProperties: { type: string } }
+                expand: { type: array, items: { type: string } }
+                items:
+                  type: array
+                  items: { type: object, properties: { price: { type: string }, quantity: { type: integer } } }
+  /cursor:
+    get:
+      operationId: GetCursor
+      parameters:
+        - { name: starting_after, in: query, schema: { type: string } }
+        - { name: limit, in: query, schema: { type: integer } }
+  /linked:
+    get:
+      operationId: repos/list-linked
+      parameters:
+        - { name: page, in: query, schema: { type: integer } }
+        - { name: per_page, in: query, schema: { type: integer } }
+"#;
+
+async fn sandbox(provider: &Provider) -> InProcessSandbox {
+    let spec = sdkbox::spec::parse("echo.yaml", SPEC).unwrap();
+    assert!(spec.warnings.is_empty(), "{:?}", spec.warnings);
+    let sdk = Arc::new(Sdk::new(Arc::new(spec.api)));
+    let egress = sdkbox::egress::Egress::new(sdkbox::egress::EgressConfig {
+        base_url: provider.base.clone(),
+        extra_origins: Vec::new(),
+        credential: None,
+        limits: EgressLimits::default(),
+    })
+    .unwrap();
+    InProcessSandbox::new(egress, Some(sdk))
+}
+
+async fn run(sandbox: &InProcessSandbox, code: &str) -> Outcome {
+    sandbox
+        .execute(code, &ExecLimits::default(), CancellationToken::new())
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_calls_reach_the_provider_encoded_as_the_spec_says() {
+    let provider = Provider::start().await;
+    let sandbox = sandbox(&provider).await;
+    let code = r#"
+const created = await api.widgets.create({ name: "gear", size: "small", tags: ["a", "b"] });
+const fetched = await api.widgets.get({ widget_id: "w 1/2", expand: ["owner", "parts"], "X-Trace": "t9" });
+const charged = await api.charges.create({
+  amount: 500, metadata: { order: "o1" }, expand: ["customer"], items: [{ price: "p1", quantity: 2 }],
+});
+return { created, fetched, charged };
+"#;
+    let outcome = run(&sandbox, code).await;
+    assert!(outcome.ok, "{outcome:?}");
+    let created = &outcome.result["created"];
+    assert_eq!(created["method"], "POST");
+    assert_eq!(created["path"], "/v1/echo/widgets");
+    assert_eq!(created["headers"]["content-type"], "application/json");
+    assert_eq!(
+        created["body"],
+        r#"{"name":"gear","size":"small","tags":["a","b"]}"#
+    );
+    let fetched = &outcome.result["fetched"];
+    assert_eq!(fetched["method"], "GET");
+    assert_eq!(fetched["path"], "/v1/echo/widgets/w%201%2F2");
+    assert_eq!(fetched["query"], "expand%5B%5D=owner&expand%5B%5D=parts");
+    assert_eq!(fetched["headers"]["x-trace"], "t9");
+    let charged = &outcome.result["charged"];
+    assert_eq!(
+        charged["headers"]["content-type"],
+        "application/x-www-form-urlencoded"
+    );
+    assert_eq!(
+        charged["body"],
+        "amount=500&metadata%5Border%5D=o1&expand%5B%5D=customer&items%5B0%5D%5Bprice%5D=p1&items%5B0%5D%5Bquantity%5D=2"
+    );
+    let operations: Vec<_> = outcome
+        .http
+        .iter()
+        .map(|c| c.operation.clone().unwrap())
+        .collect();
+    assert_eq!(operations, ["createWidget", "getWidget", "PostCharges"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_calls_fail_before_any_request_with_a_fix() {
+    let provider = Provider::start().await;
+    let sandbox = sandbox(&provider).await;
+    let cases = [
+        (
+            "api.widgets.creat({ name: 'x' })",
+            "no method `api.widgets.creat`; did you mean `create`?",
+        ),
+        (
+            "api.widgts.create({ name: 'x' })",
+            "no group `api.widgts`; did you mean `widgets`?",
+        ),
+        (
+            "api.widgets.create({ size: 'small' })",
+            "`params.name` is required (a string)",
+        ),
+        (
+            "api.widgets.create({ name: 'x', sise: 'small' })",
+            "unknown parameter `sise`; did you mean `size`? Parameters: name, size, tags",
+        ),
+        (
+            "api.widgets.create({ name: 'x', size: 'huge' })",
+            "`params.size` must be one of \"small\", \"large\"; got \"huge\"",
+        ),
+        (
+            "api.widgets.get({})",
+            "missing required parameter `widget_id` (a string)",
+        ),
+        (
+            "api.widgets.get({ widget_id: 'w', expnd: ['a'] })",
+            "unknown parameter `expnd`; did you mean `expand`?",
+        ),
+        (
+            "api.charges.create({ amount: '500' })",
+            "`params.amount` must be an integer; got string \"500\"",
+        ),
+        (
+            "api.widgets.get('w1')",
+            "takes one object of parameters, like { widget_id, expand? }; got string \"w1\"",
+        ),
+    ];
+    for (call, expected) in cases {
+        let code = format!(
+            "try {{ await {call}; return 'sent'; }} catch (e) {{ return e.name + ': ' + e.message; }}"
+        );
+        let outcome = run(&sandbox, &code).await;
+        let message = outcome.result.as_str().unwrap_or_default().to_owned();
+        assert!(message.starts_with("TypeError: "), "{call}: {message}");
+        assert!(
+            message.contains(expected),
+            "{call}:\n  got {message}\n  want {expected}"
+        );
+        assert!(outcome.http.is_empty(), "{call} sent a request");
+    }
+    assert_eq!(
+        provider
+            .seen
+            .requests
+            .load(std::sync::atomic::Ordering::SeqCst),
+        0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pagination_follows_cursors_and_link_headers() {
+    let provider = Provider::start().await;
+    let sandbox = sandbox(&provider).await;
+    let code = r#"
+const cursor = [];
+for await (const item of api.paginate(api.cursor.list, { limit: 3 })) cursor.push(item.id);
+const linked = [];
+for await (const item of api.paginate(api.repos.listLinked, { per_page: 2 })) linked.push(item.n);
+return { cursor, linked };
+"#;
+    let outcome = run(&sandbox, code).await;
+    assert!(outcome.ok, "{outcome:?}");
+    assert_eq!(
+        outcome.result,
+        json!({
+            "cursor": ["item_0", "item_1", "item_2", "item_3", "item_4", "item_5", "item_6"],
+            "linked": [0, 1, 2, 3, 4]
+        })
+    );
+    assert_eq!(outcome.http.len(), 3 + 3);
+}

@@ -1,0 +1,182 @@
+//! The real specs in ../shared/specs load in full, name every operation uniquely, and their
+//! SDK encodes calls as their providers expect. Skipped, with a message, when the folder is
+//! absent (a user's fresh clone has none; CI has it).
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use sdkbox::sdk::{Sdk, SdkCall};
+use serde_json::json;
+
+fn shared(file: &str) -> Option<PathBuf> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/specs")
+        .join(file);
+    if path.exists() {
+        Some(path)
+    } else {
+        println!("skipped: {} is absent", path.display());
+        None
+    }
+}
+
+async fn load(file: &str, operations: usize) -> Option<Sdk> {
+    let path = shared(file)?;
+    let started = Instant::now();
+    let spec = sdkbox::spec::load(path.to_str().unwrap()).await.unwrap();
+    println!(
+        "{file}: {} operations in {:?}, {} warnings",
+        spec.api.operations.len(),
+        started.elapsed(),
+        spec.warnings.len()
+    );
+    assert_eq!(spec.api.operations.len(), operations, "{file}");
+    let names: HashSet<_> = spec
+        .api
+        .operations
+        .iter()
+        .map(|o| (o.group.clone(), o.name.clone()))
+        .collect();
+    assert_eq!(names.len(), operations, "{file}: SDK names collide");
+    Some(Sdk::new(Arc::new(spec.api)))
+}
+
+fn prepare(
+    sdk: &Sdk,
+    group: &str,
+    method: &str,
+    params: serde_json::Value,
+) -> sdkbox::egress::ScriptRequest {
+    let call = SdkCall {
+        group: group.into(),
+        method: method.into(),
+        params,
+    };
+    sdk.prepare(&call)
+        .unwrap_or_else(|e| panic!("api.{group}.{method}: {e}"))
+}
+
+#[tokio::test]
+async fn stripe_loads_from_json_and_yaml() {
+    let Some(sdk) = load("stripe-spec3.json", 468).await else {
+        return;
+    };
+    let request = prepare(
+        &sdk,
+        "customers",
+        "create",
+        json!({"email": "a@b.c", "metadata": {"k": "v"}, "expand": ["tax"]}),
+    );
+    assert_eq!(
+        (request.method.as_str(), request.url.as_str()),
+        ("POST", "/v1/customers")
+    );
+    assert_eq!(
+        request.body.as_deref(),
+        Some("email=a%40b.c&metadata%5Bk%5D=v&expand%5B%5D=tax")
+    );
+    let request = prepare(&sdk, "customers", "retrieve", json!({"customer": "cus_1"}));
+    assert_eq!(request.url, "/v1/customers/cus_1");
+    let error = sdk.prepare(&SdkCall {
+        group: "customers".into(),
+        method: "list".into(),
+        params: json!({"limit": "10"}),
+    });
+    assert!(
+        error
+            .unwrap_err()
+            .to_string()
+            .contains("`limit` must be an integer")
+    );
+    let Some(_) = load("stripe-spec3.yaml", 468).await else {
+        return;
+    };
+}
+
+#[tokio::test]
+async fn github_loads_with_groups_from_operation_ids() {
+    let Some(sdk) = load("github-api.github.com.json", 1223).await else {
+        return;
+    };
+    let request = prepare(
+        &sdk,
+        "issues",
+        "create",
+        json!({"owner": "o", "repo": "r", "title": "Bug", "labels": ["bug"]}),
+    );
+    assert_eq!(
+        (request.method.as_str(), request.url.as_str()),
+        ("POST", "/repos/o/r/issues")
+    );
+    assert_eq!(
+        request.body.as_deref(),
+        Some(r#"{"title":"Bug","labels":["bug"]}"#)
+    );
+    let request = prepare(
+        &sdk,
+        "repos",
+        "listForOrg",
+        json!({"org": "rust-lang", "per_page": 5}),
+    );
+    assert_eq!(request.url, "/orgs/rust-lang/repos");
+    assert_eq!(request.query, vec![("per_page".to_owned(), "5".to_owned())]);
+}
+
+#[tokio::test]
+async fn cloudflare_loads_in_full() {
+    let Some(_) = load("cloudflare-openapi.json", 1533).await else {
+        return;
+    };
+}
+
+#[tokio::test]
+async fn unusable_specs_get_clear_errors() {
+    let swagger =
+        sdkbox::spec::parse("old.json", r#"{"swagger": "2.0", "paths": {}}"#).unwrap_err();
+    assert!(
+        swagger
+            .to_string()
+            .contains("Swagger 2.0 document; sdkbox reads OpenAPI 3.0 and 3.1"),
+        "{swagger}"
+    );
+    let other = sdkbox::spec::parse("package.json", r#"{"name": "left-pad"}"#).unwrap_err();
+    assert!(
+        other.to_string().contains("not an OpenAPI document"),
+        "{other}"
+    );
+    let broken = sdkbox::spec::parse("bad.yaml", "openapi: 3.0.0\npaths: [unclosed").unwrap_err();
+    assert!(broken.to_string().contains("invalid YAML"), "{broken}");
+    let missing = sdkbox::spec::load("/nonexistent/spec.json")
+        .await
+        .unwrap_err();
+    assert!(
+        missing
+            .to_string()
+            .contains("cannot read the spec /nonexistent/spec.json"),
+        "{missing}"
+    );
+    let partly = sdkbox::spec::parse(
+        "partly.yaml",
+        "openapi: 3.0.0\ninfo: {title: t, version: '1'}\npaths:\n  /a:\n    get:\n      responses: {}\n  /b:\n    get:\n      operationId: getB\n      parameters: [{$ref: '#/components/parameters/missing'}]\n",
+    )
+    .unwrap();
+    assert_eq!(
+        partly.api.operations.len(),
+        1,
+        "the broken operation is skipped, the other loads"
+    );
+    let warnings: Vec<String> = partly.warnings.iter().map(ToString::to_string).collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with("GET /a: no operationId")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings.iter().any(|w| w
+            .starts_with("GET /b: skipped: `#/components/parameters/missing` points at nothing")),
+        "{warnings:?}"
+    );
+}
