@@ -15,7 +15,7 @@ use axum::Router;
 use axum::routing::get;
 use sdkbox::egress::{Egress, EgressConfig, EgressLimits};
 use sdkbox::sandbox::{ExecLimits, InProcessSandbox, Outcome, Timings};
-use sdkbox::worker::{Pool, PoolConfig};
+use sdkbox::worker::{Pool, PoolConfig, Target};
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
@@ -36,7 +36,7 @@ fn main() {
 #[derive(Clone)]
 enum Executor {
     InProcess(InProcessSandbox),
-    Pool(Pool),
+    Pool(Pool, Target),
 }
 
 impl Executor {
@@ -44,7 +44,7 @@ impl Executor {
         let (limits, cancel) = (ExecLimits::default(), CancellationToken::new());
         match self {
             Self::InProcess(sandbox) => sandbox.execute(code, &limits, cancel).await,
-            Self::Pool(pool) => pool.execute(code, &limits, cancel).await,
+            Self::Pool(pool, target) => pool.execute(target, code, &limits, cancel).await,
         }
     }
 }
@@ -59,6 +59,13 @@ fn egress(base: &Url) -> Egress {
     .unwrap()
 }
 
+fn target(base: &Url) -> Target {
+    Target {
+        egress: egress(base),
+        sdk: None,
+    }
+}
+
 fn pool_config(workers: usize, max_runs: u32) -> PoolConfig {
     let mut config = PoolConfig::for_this_binary(ExecLimits::default().memory_bytes).unwrap();
     config.exe = env!("CARGO_BIN_EXE_sdkbox").into();
@@ -70,14 +77,15 @@ fn pool_config(workers: usize, max_runs: u32) -> PoolConfig {
 async fn bench() {
     let base = start_provider().await;
     println!("## Worker pool (2 workers and a spare unless said)\n");
-    let pool = Pool::start(pool_config(2, 100), egress(&base), None)
-        .await
-        .unwrap();
-    measure(&Executor::Pool(pool.clone()), false).await;
-    let pool4 = Pool::start(pool_config(4, 100), egress(&base), None)
-        .await
-        .unwrap();
-    throughput(&Executor::Pool(pool4.clone()), 4, "4 workers").await;
+    let pool = Pool::start(pool_config(2, 100)).await.unwrap();
+    measure(&Executor::Pool(pool.clone(), target(&base)), false).await;
+    let pool4 = Pool::start(pool_config(4, 100)).await.unwrap();
+    throughput(
+        &Executor::Pool(pool4.clone(), target(&base)),
+        4,
+        "4 workers",
+    )
+    .await;
     recycling(&base).await;
     let workers: Vec<u64> = pool
         .worker_pids()
@@ -182,7 +190,7 @@ async fn recycling(base: &Url) {
         let mut config = pool_config(1, 100);
         config.spare = false;
         let started = Instant::now();
-        let pool = Pool::start(config, egress(base), None).await.unwrap();
+        let pool = Pool::start(config).await.unwrap();
         starts.push(started.elapsed());
         drop(pool);
     }
@@ -191,13 +199,16 @@ async fn recycling(base: &Url) {
         "| starting one worker process (spawn to ready): median | {:.1} ms |",
         ms(starts[5])
     );
-    let pool = Pool::start(pool_config(1, 10), egress(base), None)
-        .await
-        .unwrap();
+    let pool = Pool::start(pool_config(1, 10)).await.unwrap();
     let mut totals = Vec::new();
     for _ in 0..RUNS {
         let started = Instant::now();
-        assert!(Executor::Pool(pool.clone()).execute(TRIVIAL).await.ok);
+        assert!(
+            Executor::Pool(pool.clone(), target(base))
+                .execute(TRIVIAL)
+                .await
+                .ok
+        );
         totals.push(started.elapsed());
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

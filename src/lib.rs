@@ -4,8 +4,12 @@
 //! Data flows one way: spec -> model -> (SDK, docs index) -> server -> tools -> sandbox ->
 //! egress. See ARCHITECTURE.md for the map and the invariants.
 
+pub mod config;
+pub mod demo;
 pub mod egress;
 pub mod sandbox;
 pub mod sdk;
+pub mod search;
+pub mod server;
 pub mod spec;
 pub mod worker;

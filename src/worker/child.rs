@@ -30,6 +30,11 @@ pub struct WorkerSettings {
 
 /// Runs the worker until the supervisor closes the socket.
 pub fn serve(settings: WorkerSettings) -> Result<(), WorkerError> {
+    // One line instead of a backtrace: a panic here ends the worker, and the supervisor
+    // reports it to the caller as a crash.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("sdkbox worker {}: {info}", std::process::id())
+    }));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -15,7 +15,7 @@ mod protocol;
 
 pub use child::{WorkerSettings, serve};
 pub use harden::{Probe, ProcessLimits, probe};
-pub use pool::{Pool, PoolConfig};
+pub use pool::{Pool, PoolConfig, Target};
 
 use thiserror::Error;
 

@@ -68,6 +68,16 @@ impl PoolConfig {
     }
 }
 
+/// Where an execution's requests go: the provider's egress (with the credential to use)
+/// and its SDK.
+#[derive(Clone)]
+pub struct Target {
+    /// Egress to the provider.
+    pub egress: Egress,
+    /// The provider's SDK, if it has a spec.
+    pub sdk: Option<Arc<Sdk>>,
+}
+
 /// Runs executions in worker processes. Cheap to clone.
 #[derive(Clone)]
 pub struct Pool {
@@ -76,8 +86,6 @@ pub struct Pool {
 
 struct Inner {
     config: PoolConfig,
-    egress: Egress,
-    sdk: Option<Arc<Sdk>>,
     admission: Semaphore,
     slots: Semaphore,
     /// Idle workers, oldest release first: the longer a worker has been idle, the surer its
@@ -91,11 +99,7 @@ struct Inner {
 
 impl Pool {
     /// Starts the pool and its first workers; fails if a worker cannot start.
-    pub async fn start(
-        config: PoolConfig,
-        egress: Egress,
-        sdk: Option<Arc<Sdk>>,
-    ) -> Result<Self, PoolError> {
+    pub async fn start(config: PoolConfig) -> Result<Self, PoolError> {
         if config.workers == 0 {
             return Err(PoolError::Start(
                 "the pool needs at least one worker".into(),
@@ -108,8 +112,6 @@ impl Pool {
             live: AtomicUsize::new(0),
             pids: Mutex::new(Vec::new()),
             config,
-            egress,
-            sdk,
         });
         for _ in 0..inner.target() {
             let worker = inner.start_worker().await?;
@@ -122,24 +124,20 @@ impl Pool {
     /// and killed workers are in the outcome too.
     pub async fn execute(
         &self,
+        target: &Target,
         code: &str,
         limits: &ExecLimits,
         cancel: CancellationToken,
     ) -> Outcome {
         let started = Instant::now();
         let deadline = started + limits.timeout;
-        let session = self.inner.egress.session(deadline, cancel.clone());
-        let gateway = Arc::new(Gateway::new(session.clone(), self.inner.sdk.clone()));
+        let session = target.egress.session(deadline, cancel.clone());
+        let gateway = Arc::new(Gateway::new(session.clone(), target.sdk.clone()));
         let report = self
             .inner
             .run(code, limits, &gateway, &cancel, deadline)
             .await;
-        let mut outcome = finish(
-            report,
-            session.calls(),
-            limits,
-            self.inner.egress.scrubber(),
-        );
+        let mut outcome = finish(report, session.calls(), limits, target.egress.scrubber());
         outcome.duration_ms = started.elapsed().as_millis() as u64;
         outcome
     }

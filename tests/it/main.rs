@@ -13,6 +13,7 @@ mod cli;
 mod egress;
 mod golden;
 mod hostile;
+mod mcp;
 mod pool;
 mod provider;
 mod sdk;

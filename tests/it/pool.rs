@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use sdkbox::egress::{AuthScheme, Credential, Egress, EgressConfig, EgressLimits, Secret};
 use sdkbox::sandbox::{ErrorKind, ExecLimits, Outcome};
-use sdkbox::worker::{Pool, PoolConfig};
+use sdkbox::worker::{Pool, PoolConfig, Target};
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
@@ -18,7 +18,24 @@ fn config(workers: usize) -> PoolConfig {
     config
 }
 
-async fn pool_with(config: PoolConfig, base: &Url) -> Pool {
+/// A pool and where its executions' requests go.
+#[derive(Clone)]
+struct Fixture {
+    pool: Pool,
+    target: Target,
+}
+
+impl Fixture {
+    async fn execute(&self, code: &str, limits: &ExecLimits, cancel: CancellationToken) -> Outcome {
+        self.pool.execute(&self.target, code, limits, cancel).await
+    }
+
+    fn worker_pids(&self) -> Vec<u32> {
+        self.pool.worker_pids()
+    }
+}
+
+async fn pool_with(config: PoolConfig, base: &Url) -> Fixture {
     let egress = Egress::new(EgressConfig {
         base_url: base.clone(),
         extra_origins: Vec::new(),
@@ -29,18 +46,22 @@ async fn pool_with(config: PoolConfig, base: &Url) -> Pool {
         limits: EgressLimits::default(),
     })
     .unwrap();
-    Pool::start(config, egress, None).await.unwrap()
+    let pool = Pool::start(config).await.unwrap();
+    Fixture {
+        pool,
+        target: Target { egress, sdk: None },
+    }
 }
 
-async fn offline_pool(config: PoolConfig) -> Pool {
+async fn offline_pool(config: PoolConfig) -> Fixture {
     pool_with(config, &Url::parse("http://127.0.0.1:9/").unwrap()).await
 }
 
-async fn run(pool: &Pool, code: &str, limits: &ExecLimits) -> Outcome {
+async fn run(pool: &Fixture, code: &str, limits: &ExecLimits) -> Outcome {
     pool.execute(code, limits, CancellationToken::new()).await
 }
 
-async fn still_serving(pool: &Pool) {
+async fn still_serving(pool: &Fixture) {
     let outcome = run(pool, "return 6 * 7", &ExecLimits::default()).await;
     assert!(outcome.ok, "the next call failed: {outcome:?}");
     assert_eq!(outcome.result, serde_json::json!(42));

@@ -1,0 +1,207 @@
+//! Search benchmark: relevance on the evaluation sets in tests/eval (recall@1, recall@5 and
+//! MRR of sdkbox's search next to a plain BM25 over the same operations), index build time,
+//! query latency and memory, for the real specs in ../shared/specs. Run with
+//! `cargo bench --bench search`; the committed figures are in docs/BENCHMARKS.md.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "a benchmark"
+)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sdkbox::search::{Detail, DocsIndex, Filters};
+use sdkbox::spec::Api;
+use serde::Deserialize;
+use tantivy::collector::TopDocs;
+use tantivy::query::QueryParser;
+use tantivy::schema::{STORED, Schema, TEXT, Value};
+use tantivy::{Index, TantivyDocument, doc};
+
+#[derive(Deserialize)]
+struct EvalSet {
+    spec: String,
+    intents: Vec<Intent>,
+}
+
+#[derive(Deserialize)]
+struct Intent {
+    query: String,
+    accept: Vec<String>,
+}
+
+#[derive(Default)]
+struct Scores {
+    at1: usize,
+    at5: usize,
+    reciprocal: f64,
+    total: usize,
+}
+
+impl Scores {
+    fn add(&mut self, ranked: &[String], accept: &[String]) {
+        self.total += 1;
+        if let Some(rank) = ranked.iter().position(|id| accept.contains(id)) {
+            self.at1 += usize::from(rank == 0);
+            self.at5 += usize::from(rank < 5);
+            self.reciprocal += 1.0 / (rank + 1) as f64;
+        }
+    }
+
+    fn row(&self, name: &str) -> String {
+        let n = self.total as f64;
+        format!(
+            "| {name} | {:.2} | {:.2} | {:.2} |",
+            self.at1 as f64 / n,
+            self.at5 as f64 / n,
+            self.reciprocal / n
+        )
+    }
+}
+
+fn main() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let specs = root.join("../shared/specs");
+    if !specs.exists() {
+        println!("skipped: {} is absent", specs.display());
+        return;
+    }
+    let mut relevance = vec![
+        "| spec and search | recall@1 | recall@5 | MRR |".to_owned(),
+        "|---|---|---|---|".to_owned(),
+    ];
+    let mut speed = vec![
+        "| spec | operations | spec load | index build | query p50 / p95 |".to_owned(),
+        "|---|---|---|---|---|".to_owned(),
+    ];
+    for eval in ["stripe.json", "github.json"] {
+        let set: EvalSet = serde_json::from_str(
+            &std::fs::read_to_string(root.join("tests/eval").join(eval)).unwrap(),
+        )
+        .unwrap();
+        let path: PathBuf = specs.join(&set.spec);
+        let started = Instant::now();
+        let api = Arc::new(
+            runtime
+                .block_on(sdkbox::spec::load(path.to_str().unwrap()))
+                .unwrap()
+                .api,
+        );
+        let load = started.elapsed();
+        let started = Instant::now();
+        let docs = DocsIndex::build(api.clone(), Vec::new()).unwrap();
+        let build = started.elapsed();
+        let plain = PlainBm25::build(&api);
+        let (mut ours, mut baseline) = (Scores::default(), Scores::default());
+        let mut latencies = Vec::new();
+        for intent in &set.intents {
+            let started = Instant::now();
+            let results = docs
+                .search(&intent.query, 5, Detail::Compact, &Filters::default())
+                .unwrap();
+            latencies.push(started.elapsed());
+            let ranked: Vec<String> = results
+                .hits
+                .iter()
+                .map(|h| operation_id(&api, &h.id))
+                .collect();
+            ours.add(&ranked, &intent.accept);
+            baseline.add(&plain.search(&intent.query), &intent.accept);
+        }
+        latencies.sort();
+        relevance.push(ours.row(&format!("{} ({} intents), sdkbox", set.spec, ours.total)));
+        relevance.push(baseline.row(&format!("{}, plain BM25", set.spec)));
+        speed.push(format!(
+            "| {} | {} | {} ms | {} ms | {:.2} ms / {:.2} ms |",
+            set.spec,
+            api.operations.len(),
+            load.as_millis(),
+            build.as_millis(),
+            ms(latencies[latencies.len() / 2]),
+            ms(latencies[latencies.len() * 95 / 100])
+        ));
+    }
+    println!("{}\n\n{}", relevance.join("\n"), speed.join("\n"));
+    println!(
+        "\nresident memory with both specs and indexes loaded: {} MiB",
+        rss_mib()
+    );
+}
+
+/// Maps a hit id (`api.group.method`, or a schema or guide) back to the operation id.
+fn operation_id(api: &Api, hit: &str) -> String {
+    api.operations
+        .iter()
+        .find(|o| format!("api.{}.{}", o.group, o.name) == hit)
+        .map(|o| o.id.clone())
+        .unwrap_or_else(|| hit.to_owned())
+}
+
+/// The baseline: one field of operationId, path, summary and description, tantivy's default
+/// tokenizer, no boosts, no identifier splitting, no stemming.
+struct PlainBm25 {
+    index: Index,
+    text: tantivy::schema::Field,
+    id: tantivy::schema::Field,
+}
+
+impl PlainBm25 {
+    fn build(api: &Api) -> Self {
+        let mut schema = Schema::builder();
+        let text = schema.add_text_field("text", TEXT);
+        let id = schema.add_text_field("id", STORED);
+        let index = Index::create_in_ram(schema.build());
+        let mut writer = index.writer_with_num_threads(1, 50_000_000).unwrap();
+        for op in &api.operations {
+            let body = format!("{} {} {} {}", op.id, op.path, op.summary, op.description);
+            writer
+                .add_document(doc!(text => body, id => op.id.clone()))
+                .unwrap();
+        }
+        writer.commit().unwrap();
+        Self { index, text, id }
+    }
+
+    fn search(&self, query: &str) -> Vec<String> {
+        let searcher = self.index.reader().unwrap().searcher();
+        let parser = QueryParser::for_index(&self.index, vec![self.text]);
+        let words: String = query
+            .chars()
+            .map(|c| if c.is_alphanumeric() { c } else { ' ' })
+            .collect();
+        let (parsed, _) = parser.parse_query_lenient(&words);
+        let top = searcher
+            .search(&parsed, &TopDocs::with_limit(5).order_by_score())
+            .unwrap();
+        top.into_iter()
+            .map(|(_, address)| {
+                let document: TantivyDocument = searcher.doc(address).unwrap();
+                document
+                    .get_first(self.id)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect()
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn rss_mib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0)
+        / 1024
+}

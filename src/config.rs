@@ -1,0 +1,242 @@
+//! Provider configuration: one TOML file per provider, flags on top, validated once into the
+//! values the server is built from. The secret is read from the environment here, once.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use thiserror::Error;
+use url::Url;
+
+use crate::egress::{AuthScheme, Credential, Egress, EgressConfig, EgressLimits, Secret};
+use crate::sandbox::ExecLimits;
+use crate::sdk::Sdk;
+use crate::search::{DocsIndex, read_guides};
+use crate::server::Provider;
+use crate::spec::Api;
+use crate::worker::{Pool, PoolConfig};
+
+/// A provider file as written: every field optional, paths relative to the file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderFile {
+    /// A short name: `stripe`.
+    pub name: Option<String>,
+    /// The OpenAPI spec: a path or an http(s) URL.
+    pub spec: Option<String>,
+    /// Markdown guides to index with the spec.
+    pub guides: Option<PathBuf>,
+    /// Where requests go; defaults to the spec's first server.
+    pub base_url: Option<Url>,
+    /// More origins scripts may reach.
+    #[serde(default)]
+    pub allowed_origins: Vec<Url>,
+    /// `bearer`, `basic`, `header:NAME` or `query:NAME`.
+    pub auth: Option<String>,
+    /// The environment variable holding the provider secret.
+    pub secret_env: Option<String>,
+    /// The HTTP header a remote client may send its own provider key in.
+    pub session_key_header: Option<String>,
+    /// Execution limits.
+    #[serde(default)]
+    pub limits: LimitsFile,
+}
+
+/// Limits as written in a provider file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsFile {
+    /// Wall time of one execution.
+    pub timeout_ms: Option<u64>,
+    /// JavaScript heap of one execution.
+    pub memory_mb: Option<usize>,
+    /// Requests per execution.
+    pub max_requests: Option<u32>,
+    /// Result size, in characters.
+    pub max_result_chars: Option<usize>,
+    /// Executions at once.
+    pub workers: Option<usize>,
+}
+
+/// A spec given as text, with its guides, instead of a location.
+pub struct Embedded {
+    /// A name for messages.
+    pub name: &'static str,
+    /// The spec's text.
+    pub spec: &'static str,
+    /// Its guide sections.
+    pub guides: Vec<crate::search::GuideSection>,
+}
+
+/// A configuration that cannot work, and why.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file cannot be read or parsed.
+    #[error("cannot read the provider file {path}: {reason}")]
+    File {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// A value is missing or wrong.
+    #[error("{0}")]
+    Invalid(String),
+    /// The spec cannot be used.
+    #[error(transparent)]
+    Spec(#[from] crate::spec::SpecError),
+    /// Egress cannot be set up.
+    #[error(transparent)]
+    Egress(#[from] crate::egress::EgressError),
+    /// The docs index cannot be built.
+    #[error(transparent)]
+    Search(#[from] crate::search::SearchError),
+    /// The worker pool cannot start.
+    #[error(transparent)]
+    Pool(#[from] crate::worker::PoolError),
+}
+
+impl ProviderFile {
+    /// Reads a provider file; relative paths in it are made relative to its folder.
+    pub fn read(path: &Path) -> Result<Self, ConfigError> {
+        let failed = |reason: String| ConfigError::File {
+            path: path.display().to_string(),
+            reason,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| failed(e.to_string()))?;
+        let mut file: Self = toml::from_str(&text).map_err(|e| failed(e.to_string()))?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        if let Some(spec) = &file.spec
+            && !spec.contains("://")
+            && Path::new(spec).is_relative()
+        {
+            file.spec = Some(dir.join(spec).display().to_string());
+        }
+        if let Some(guides) = &file.guides
+            && guides.is_relative()
+        {
+            file.guides = Some(dir.join(guides));
+        }
+        Ok(file)
+    }
+
+    /// Builds the provider: loads the spec and guides, reads the secret, starts the pool.
+    /// `embedded` gives a spec's text and guides directly (the bundled demo), and `secret`
+    /// a secret directly instead of `secret_env`.
+    pub async fn build(
+        self,
+        pool_config: PoolConfig,
+        embedded: Option<Embedded>,
+        secret: Option<String>,
+    ) -> Result<Arc<Provider>, ConfigError> {
+        let (spec, spec_source, embedded_guides) = match embedded {
+            Some(e) => (
+                crate::spec::parse(e.name, e.spec)?,
+                String::new(),
+                Some(e.guides),
+            ),
+            None => {
+                let source = self.spec.clone().ok_or_else(|| {
+                    ConfigError::Invalid(
+                        "no spec: set `spec` in the provider file, or pass --spec or --demo".into(),
+                    )
+                })?;
+                (crate::spec::load(&source).await?, source, None)
+            }
+        };
+        for warning in &spec.warnings {
+            tracing::warn!(%warning, "spec");
+        }
+        let api = Arc::new(spec.api);
+        let base_url = base_url(self.base_url, &api)?;
+        let scheme = match &self.auth {
+            Some(text) => text.parse::<AuthScheme>().map_err(ConfigError::Invalid)?,
+            None => AuthScheme::Bearer,
+        };
+        let secret = match (secret, &self.secret_env) {
+            (Some(secret), _) => Some(secret),
+            (None, Some(name)) => Some(
+                std::env::var(name)
+                    .ok()
+                    .filter(|v| !v.is_empty())
+                    .ok_or_else(|| {
+                        ConfigError::Invalid(format!(
+                            "the environment variable {name} (secret_env) is not set"
+                        ))
+                    })?,
+            ),
+            (None, None) => None,
+        };
+        let limits = &self.limits;
+        let egress_config = EgressConfig {
+            base_url,
+            extra_origins: self.allowed_origins,
+            credential: secret.map(|s| Credential {
+                scheme,
+                secret: Secret::new(s),
+            }),
+            limits: EgressLimits {
+                max_requests: limits
+                    .max_requests
+                    .unwrap_or(EgressLimits::default().max_requests),
+                ..EgressLimits::default()
+            },
+        };
+        let defaults = ExecLimits::default();
+        let exec_limits = ExecLimits {
+            timeout: limits
+                .timeout_ms
+                .map_or(defaults.timeout, Duration::from_millis),
+            memory_bytes: limits
+                .memory_mb
+                .map_or(defaults.memory_bytes, |mb| mb * 1024 * 1024),
+            max_result_chars: limits.max_result_chars.unwrap_or(defaults.max_result_chars),
+            ..defaults
+        };
+        let guides_dir = self.guides.or_else(|| {
+            (!spec_source.is_empty() && !spec_source.contains("://"))
+                .then(|| Path::new(&spec_source).parent().map(|p| p.join("guides")))
+                .flatten()
+        });
+        let guides = match (embedded_guides, guides_dir) {
+            (Some(guides), _) => guides,
+            (None, Some(dir)) => read_guides(&dir).map_err(|e| {
+                ConfigError::Invalid(format!("cannot read the guides in {}: {e}", dir.display()))
+            })?,
+            (None, None) => Vec::new(),
+        };
+        let mut pool_config = pool_config;
+        pool_config.worker.runtime.memory_bytes = exec_limits.memory_bytes;
+        if let Some(workers) = limits.workers {
+            pool_config.workers = workers.max(1);
+        }
+        Ok(Arc::new(Provider {
+            name: self.name.unwrap_or_else(|| api.title.clone()),
+            docs: DocsIndex::build(api.clone(), guides)?,
+            sdk: Arc::new(Sdk::new(api)),
+            egress: Egress::new(egress_config.clone())?,
+            egress_config,
+            pool: Pool::start(pool_config).await?,
+            limits: exec_limits,
+            session_key_header: self.session_key_header,
+        }))
+    }
+}
+
+fn base_url(given: Option<Url>, api: &Api) -> Result<Url, ConfigError> {
+    if let Some(url) = given {
+        return Ok(url);
+    }
+    let server = api.servers.first().ok_or_else(|| {
+        ConfigError::Invalid(
+            "the spec names no server: set `base_url` in the provider file or pass --base-url"
+                .into(),
+        )
+    })?;
+    Url::parse(server).map_err(|_| {
+        ConfigError::Invalid(format!(
+            "the spec's server `{server}` is not an absolute URL: set `base_url` or pass --base-url"
+        ))
+    })
+}

@@ -1,0 +1,180 @@
+//! The tantivy index over the entries: field boosts for BM25, filters by method and group,
+//! a typo-tolerant fallback when nothing matches, and "did you mean" hints.
+
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, BoostQuery, FuzzyTermQuery, Occur, Query, TermQuery};
+use tantivy::schema::{
+    Field, IndexRecordOption, STORED, STRING, Schema, TantivyDocument, TextFieldIndexing,
+    TextOptions, Value,
+};
+use tantivy::{Index, IndexReader, Term, doc};
+
+use super::SearchError;
+use super::entries::{self, Entry, Fields, GuideSection};
+use super::tokenize::{self, ANALYZER};
+use crate::spec::Api;
+
+/// The text fields and their boosts: names and summaries say most about an operation.
+const BOOSTS: &[(&str, f32)] = &[
+    ("name", 3.0),
+    ("summary", 2.5),
+    ("path", 2.0),
+    ("verbs", 1.2),
+    ("description", 1.0),
+    ("params", 0.5),
+];
+
+/// The built index and the entries its documents stand for.
+pub struct Built {
+    reader: IndexReader,
+    text_fields: Vec<(Field, f32)>,
+    entry: Field,
+    method: Field,
+    group: Field,
+    kind: Field,
+    /// Entry of each document, by the stored `entry` number.
+    pub entries: Vec<Entry>,
+}
+
+/// A search's filters.
+#[derive(Debug, Clone, Default)]
+pub struct Filters {
+    /// Only operations with this HTTP method.
+    pub method: Option<String>,
+    /// Only operations of this SDK group.
+    pub group: Option<String>,
+}
+
+/// Builds the index in memory.
+pub fn build(api: &Api, guides: &[GuideSection]) -> Result<Built, SearchError> {
+    let mut schema = Schema::builder();
+    let text = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(ANALYZER)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    );
+    let text_fields: Vec<(Field, f32)> = BOOSTS
+        .iter()
+        .map(|(name, boost)| (schema.add_text_field(name, text.clone()), *boost))
+        .collect();
+    let entry = schema.add_u64_field("entry", STORED);
+    let method = schema.add_text_field("method", STRING);
+    let group = schema.add_text_field("group", STRING);
+    let kind = schema.add_text_field("kind", STRING);
+    let index = Index::create_in_ram(schema.build());
+    tokenize::register(&index);
+    let mut writer = index.writer_with_num_threads(1, 50_000_000)?;
+    let entries = entries::all(api, guides);
+    for (number, item) in entries.iter().enumerate() {
+        let (fields, kind_name) = match *item {
+            Entry::Operation(i) => (entries::operation_fields(&api.operations[i]), "operation"),
+            Entry::Schema(i) => (entries::schema_fields(&api.schemas[i]), "schema"),
+            Entry::Guide(i) => (entries::guide_fields(&guides[i]), "guide"),
+        };
+        let mut document = doc!(entry => number as u64, kind => kind_name);
+        for ((field, _), value) in text_fields.iter().zip(texts(&fields)) {
+            document.add_text(*field, value);
+        }
+        if !fields.method.is_empty() {
+            document.add_text(method, fields.method.to_ascii_uppercase());
+            document.add_text(group, fields.group.to_ascii_lowercase());
+        }
+        writer.add_document(document)?;
+    }
+    writer.commit()?;
+    let reader = index.reader()?;
+    Ok(Built {
+        reader,
+        text_fields,
+        entry,
+        method,
+        group,
+        kind,
+        entries,
+    })
+}
+
+/// The field texts in the order of [`BOOSTS`].
+fn texts(fields: &Fields) -> [&str; 6] {
+    [
+        &fields.name,
+        &fields.summary,
+        &fields.path,
+        &fields.verbs,
+        &fields.description,
+        &fields.params,
+    ]
+}
+
+impl Built {
+    /// The best `limit` entries for `query`, with scores; fuzzy when exact terms find nothing.
+    pub fn search(
+        &self,
+        query: &str,
+        limit: usize,
+        filters: &Filters,
+    ) -> Result<Vec<(Entry, f32)>, SearchError> {
+        let terms = tokenize::terms(query);
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let exact = self.query(&terms, filters, false);
+        let found = self.run(&*exact, limit)?;
+        if !found.is_empty() {
+            return Ok(found);
+        }
+        let fuzzy = self.query(&terms, filters, true);
+        self.run(&*fuzzy, limit)
+    }
+
+    fn query(&self, terms: &[String], filters: &Filters, fuzzy: bool) -> Box<dyn Query> {
+        let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for term in terms {
+            for (field, boost) in &self.text_fields {
+                let t = Term::from_field_text(*field, term);
+                let q: Box<dyn Query> = if fuzzy {
+                    let distance = if term.len() > 5 { 2 } else { 1 };
+                    Box::new(FuzzyTermQuery::new(t, distance, true))
+                } else {
+                    Box::new(TermQuery::new(t, IndexRecordOption::WithFreqs))
+                };
+                should.push((Occur::Should, Box::new(BoostQuery::new(q, *boost))));
+            }
+        }
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> =
+            vec![(Occur::Must, Box::new(BooleanQuery::new(should)))];
+        let exact = |field: Field, value: String| -> Box<dyn Query> {
+            Box::new(TermQuery::new(
+                Term::from_field_text(field, &value),
+                IndexRecordOption::Basic,
+            ))
+        };
+        if let Some(method) = &filters.method {
+            clauses.push((Occur::Must, exact(self.method, method.to_ascii_uppercase())));
+        }
+        if let Some(group) = &filters.group {
+            clauses.push((Occur::Must, exact(self.group, group.to_ascii_lowercase())));
+        }
+        if filters.method.is_some() || filters.group.is_some() {
+            clauses.push((Occur::Must, exact(self.kind, "operation".into())));
+        }
+        Box::new(BooleanQuery::new(clauses))
+    }
+
+    fn run(&self, query: &dyn Query, limit: usize) -> Result<Vec<(Entry, f32)>, SearchError> {
+        let searcher = self.reader.searcher();
+        let top = searcher.search(query, &TopDocs::with_limit(limit).order_by_score())?;
+        let mut out = Vec::new();
+        for (score, address) in top {
+            let document: TantivyDocument = searcher.doc(address)?;
+            let number = document
+                .get_first(self.entry)
+                .and_then(|v| v.as_u64())
+                .unwrap_or(0) as usize;
+            if let Some(entry) = self.entries.get(number) {
+                out.push((*entry, score));
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,118 @@
+//! Streamable HTTP at `/mcp` (rmcp on axum), with `GET /healthz`. Loopback by default;
+//! binding elsewhere needs a bearer token, checked in constant time. Browser `Origin`s are
+//! checked against an allowlist (DNS rebinding), request bodies are capped.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use subtle::ConstantTimeEq;
+use tokio_util::sync::CancellationToken;
+
+use super::{Provider, SdkboxServer, ServeError};
+
+/// How the HTTP transport runs.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// The bearer token clients must send; required off loopback.
+    pub token: Option<String>,
+    /// Browser origins allowed besides loopback ones (`https://app.example.com`).
+    pub allowed_origins: Vec<String>,
+    /// Host names clients reach the server by, besides loopback ones.
+    pub allowed_hosts: Vec<String>,
+    /// No sessions: every request stands alone, so instances can sit behind any balancer.
+    pub stateless: bool,
+    /// Largest request body accepted.
+    pub max_body_bytes: usize,
+}
+
+/// Serves MCP on `listener` until `shutdown` is cancelled.
+pub async fn serve_http(
+    provider: Arc<Provider>,
+    options: HttpOptions,
+    listener: tokio::net::TcpListener,
+    shutdown: CancellationToken,
+) -> Result<(), ServeError> {
+    let address: SocketAddr = listener
+        .local_addr()
+        .map_err(|e| ServeError(e.to_string()))?;
+    if !address.ip().is_loopback() && options.token.is_none() {
+        return Err(ServeError(format!(
+            "refusing to serve on {address} without a bearer token: set one with --token-env NAME, or bind to 127.0.0.1"
+        )));
+    }
+    let mut config = StreamableHttpServerConfig::default();
+    config.cancellation_token = shutdown.child_token();
+    config.max_request_body_bytes = options.max_body_bytes;
+    let mut origins = vec![
+        "http://localhost:*".to_owned(),
+        "http://127.0.0.1:*".to_owned(),
+        "http://[::1]:*".to_owned(),
+    ];
+    origins.extend(options.allowed_origins.iter().cloned());
+    config = config.with_allowed_origins(origins);
+    if !options.allowed_hosts.is_empty() {
+        let mut hosts = vec![
+            "localhost".to_owned(),
+            "127.0.0.1".to_owned(),
+            "[::1]".to_owned(),
+        ];
+        hosts.extend(options.allowed_hosts.iter().cloned());
+        config = config.with_allowed_hosts(hosts);
+    }
+    if options.stateless {
+        config.legacy_session_mode = false;
+        config.json_response = true;
+    }
+    let service = StreamableHttpService::new(
+        move || Ok(SdkboxServer::new(provider.clone())),
+        LocalSessionManager::default().into(),
+        config,
+    );
+    let token = Arc::new(options.token);
+    let mcp = Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(token, require_token));
+    let app = Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .merge(mcp);
+    tracing::info!("serving MCP on http://{address}/mcp");
+    eprintln!("sdkbox: MCP endpoint http://{address}/mcp (health: http://{address}/healthz)");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+        .map_err(|e| ServeError(e.to_string()))
+}
+
+/// Rejects requests without the bearer token, when one is set.
+async fn require_token(
+    State(token): State<Arc<Option<String>>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(expected) = token.as_ref() else {
+        return next.run(request).await;
+    };
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    if bool::from(given.as_bytes().ct_eq(expected.as_bytes())) {
+        return next.run(request).await;
+    }
+    let mut response =
+        (StatusCode::UNAUTHORIZED, "missing or wrong bearer token\n").into_response();
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}

@@ -1,0 +1,227 @@
+//! The MCP server: exactly two tools, `search_docs` and `execute`, for one provider, over
+//! stdio or streamable HTTP (rmcp). Every `execute` runs in the worker pool.
+
+mod http;
+mod tools;
+
+pub use http::{HttpOptions, serve_http};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolResult, Implementation, ProgressNotificationParam, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+
+use crate::egress::{Credential, Egress, EgressConfig};
+use crate::sandbox::ExecLimits;
+use crate::sdk::Sdk;
+use crate::search::{DEFAULT_LIMIT, DocsIndex, Filters};
+use crate::worker::{Pool, Target};
+
+/// What the server instructs the model, once, at initialisation.
+const INSTRUCTIONS: &str = "This server gives you one API through two tools. Work in two steps: \
+call search_docs to find the operations you need (each hit shows the exact SDK call), then \
+call execute with TypeScript that calls them through `api` and returns only what you need \
+(filter, join and count in code, not in the conversation). Everything is one provider; \
+nothing persists between execute calls.";
+
+/// Everything the tools need about the one provider, built once at startup.
+pub struct Provider {
+    /// Its name, for the server's info.
+    pub name: String,
+    /// The docs index behind `search_docs`.
+    pub docs: DocsIndex,
+    /// The SDK behind `api.<group>.<method>`.
+    pub sdk: Arc<Sdk>,
+    /// Egress with the server's own credential.
+    pub egress: Egress,
+    /// How egress is configured, to build per-session egress with a client's own key.
+    pub egress_config: EgressConfig,
+    /// The pool every execution runs in.
+    pub pool: Pool,
+    /// Limits of an execution; `timeout_ms` can only lower the timeout.
+    pub limits: ExecLimits,
+    /// The HTTP header a remote client may send its own provider key in.
+    pub session_key_header: Option<String>,
+}
+
+/// One MCP session's handler; cheap to clone.
+#[derive(Clone)]
+pub struct SdkboxServer {
+    provider: Arc<Provider>,
+    tool_router: ToolRouter<Self>,
+}
+
+#[tool_router]
+impl SdkboxServer {
+    /// A handler for `provider`.
+    pub fn new(provider: Arc<Provider>) -> Self {
+        Self {
+            provider,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    #[tool(
+        description = "Search the API's docs. Each hit is one operation with its method, path, the SDK call to use in execute (`api.<group>.<method>({ ...params })`, `?` marks optional parameters) and its summary; detail: \"full\" adds the TypeScript signature, response shape and an example. Also finds data schemas and guides.",
+        output_schema = tools::search_output_schema(),
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn search_docs(
+        &self,
+        Parameters(input): Parameters<tools::SearchDocs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let filters = Filters {
+            method: input.method,
+            group: input.group,
+        };
+        let limit = input.limit.unwrap_or(DEFAULT_LIMIT);
+        let results = self
+            .provider
+            .docs
+            .search(
+                &input.query,
+                limit,
+                input.detail.unwrap_or_default(),
+                &filters,
+            )
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        Ok(tools::search_result(&results))
+    }
+
+    #[tool(
+        description = "Run TypeScript against the API, server-side, and get back what it returns as JSON, with console output and a log of HTTP calls. The code is the body of an async function: `return` the result. In scope: `api` (SDK: `await api.customers.list({ limit: 10 })`; `api.paginate(api.customers.list, {...})` is an async iterator; `api.request(method, path, { query, body })` for anything else), `fetch` (the API's host only) and `console`. Failed calls throw with the reason. Limits: 30 s, 128 MiB, 50 requests, results cut past 24,000 characters: return only what you need. Example, after search_docs found `api.orders.list`: `const paid = []; for await (const o of api.paginate(api.orders.list, { status: \"paid\" })) paid.push({ id: o.id, amount: o.amount }); return { count: paid.length, top: paid.sort((a, b) => b.amount - a.amount).slice(0, 3) };`",
+        output_schema = tools::execute_output_schema(),
+        annotations(read_only_hint = false, destructive_hint = true, open_world_hint = true)
+    )]
+    async fn execute(
+        &self,
+        Parameters(input): Parameters<tools::Execute>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let mut limits = self.provider.limits.clone();
+        if let Some(ms) = input.timeout_ms {
+            limits.timeout = limits.timeout.min(Duration::from_millis(ms.max(1)));
+        }
+        let egress = self.egress_for(&context)?;
+        let target = Target {
+            egress,
+            sdk: Some(self.provider.sdk.clone()),
+        };
+        let heartbeat = progress_heartbeat(&context);
+        let outcome = self
+            .provider
+            .pool
+            .execute(&target, &input.code, &limits, context.ct.clone())
+            .await;
+        if let Some(heartbeat) = heartbeat {
+            heartbeat.abort();
+        }
+        Ok(tools::execute_result(&outcome))
+    }
+
+    /// The server's egress, or one with the key the client sent in the session-key header.
+    fn egress_for(&self, context: &RequestContext<RoleServer>) -> Result<Egress, ErrorData> {
+        let provider = &self.provider;
+        let key = provider.session_key_header.as_ref().and_then(|header| {
+            let parts = context.extensions.get::<axum::http::request::Parts>()?;
+            parts
+                .headers
+                .get(header.as_str())?
+                .to_str()
+                .ok()
+                .map(str::to_owned)
+        });
+        let Some(key) = key.filter(|k| !k.is_empty()) else {
+            return Ok(provider.egress.clone());
+        };
+        let mut config = provider.egress_config.clone();
+        let scheme = config
+            .credential
+            .as_ref()
+            .map_or(crate::egress::AuthScheme::Bearer, |c| c.scheme.clone());
+        config.credential = Some(Credential {
+            scheme,
+            secret: crate::egress::Secret::new(key),
+        });
+        Egress::new(config).map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+}
+
+/// Sends `notifications/progress` every second while an execution runs, when the client
+/// asked for progress.
+fn progress_heartbeat(context: &RequestContext<RoleServer>) -> Option<tokio::task::JoinHandle<()>> {
+    let token = context.meta.get_progress_token()?;
+    let peer = context.peer.clone();
+    Some(tokio::spawn(async move {
+        let mut seconds = 0.0;
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            seconds += 1.0;
+            let mut param = ProgressNotificationParam::new(token.clone(), seconds);
+            param.message = Some(format!("running for {seconds} s"));
+            if peer.notify_progress(param).await.is_err() {
+                return;
+            }
+        }
+    }))
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for SdkboxServer {
+    #[allow(
+        deprecated,
+        reason = "logging/setLevel is deprecated by SEP-2577, but clients still send it"
+    )]
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_logging()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new("sdkbox", env!("CARGO_PKG_VERSION"))
+                .with_title(format!("sdkbox: {}", self.provider.name)),
+        )
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    #[allow(
+        deprecated,
+        reason = "logging/setLevel is deprecated by SEP-2577, but clients still send it"
+    )]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        #[allow(deprecated, reason = "see above")]
+        let level = request.level;
+        tracing::info!(?level, "client set the log level");
+        Ok(())
+    }
+}
+
+/// Serves one MCP session over stdin and stdout until the client closes it.
+pub async fn serve_stdio(provider: Arc<Provider>) -> Result<(), ServeError> {
+    let service = SdkboxServer::new(provider)
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| ServeError(e.to_string()))?;
+    service
+        .waiting()
+        .await
+        .map_err(|e| ServeError(e.to_string()))?;
+    Ok(())
+}
+
+/// A transport failed.
+#[derive(Debug, thiserror::Error)]
+#[error("the MCP transport failed: {0}")]
+pub struct ServeError(pub String);

@@ -1,0 +1,336 @@
+//! The MCP server over the wire: the built binary, driven by rmcp's client over stdio and
+//! over streamable HTTP, and by hand for what a client library would never send.
+
+use std::process::Stdio;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+
+use crate::provider::Provider;
+
+fn sdkbox() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sdkbox"));
+    command.kill_on_drop(true);
+    command
+}
+
+fn args(value: Value) -> rmcp::model::JsonObject {
+    value.as_object().cloned().unwrap_or_default()
+}
+
+async fn call(
+    client: &RunningService<RoleClient, ()>,
+    tool: &'static str,
+    arguments: Value,
+) -> CallToolResult {
+    client
+        .call_tool(CallToolRequestParams::new(tool).with_arguments(args(arguments)))
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: {e}"))
+}
+
+fn text_of(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The whole loop on the demo: two tools, search finds the operation, execute calls it.
+async fn exercise(client: &RunningService<RoleClient, ()>) {
+    let tools = client.list_all_tools().await.unwrap();
+    let mut names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
+    names.sort();
+    assert_eq!(names, ["execute", "search_docs"]);
+    let size = serde_json::to_string(&tools).unwrap().len();
+    assert!(size / 4 < 1_000, "tools/list is about {} tokens", size / 4);
+
+    let found = call(client, "search_docs", json!({"query": "refund an order"})).await;
+    let hits = &found.structured_content.as_ref().unwrap()["hits"];
+    assert_eq!(hits[0]["id"], "api.refunds.create", "{hits}");
+    assert!(
+        text_of(&found).contains("POST /refunds"),
+        "{}",
+        text_of(&found)
+    );
+
+    let code = "const paid = [];\n\
+                for await (const o of api.paginate(api.orders.list, { status: 'paid', limit: 4 })) paid.push(o.id);\n\
+                return { count: paid.length, first: paid[0] };";
+    let ran = call(client, "execute", json!({"code": code})).await;
+    assert_ne!(ran.is_error, Some(true), "{}", text_of(&ran));
+    let outcome = ran.structured_content.unwrap();
+    assert_eq!(
+        outcome["result"],
+        json!({"count": 10, "first": "ord_001"}),
+        "{outcome}"
+    );
+    assert_eq!(
+        outcome["http"].as_array().unwrap().len(),
+        3,
+        "pages of 4: {outcome}"
+    );
+
+    let failed = call(
+        client,
+        "execute",
+        json!({"code": "const a = 1;\nreturn a.b.c;"}),
+    )
+    .await;
+    assert_eq!(failed.is_error, Some(true));
+    let text = text_of(&failed);
+    assert!(
+        text.contains("error (runtime)") && text.contains("2 | return a.b.c;"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_serves_the_demo_end_to_end() {
+    let mut command = sdkbox();
+    command.args(["serve", "--demo"]).stderr(Stdio::null());
+    let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+    exercise(&client).await;
+    let unknown = client
+        .call_tool(CallToolRequestParams::new("delete_everything"))
+        .await;
+    assert!(unknown.is_err(), "an unknown tool is a protocol error");
+    let wrong = client
+        .call_tool(CallToolRequestParams::new("execute").with_arguments(args(json!({"code": 42}))))
+        .await;
+    // Input validation errors come back as tool errors, so the model can correct itself.
+    match wrong {
+        Err(error) => assert!(error.to_string().contains("code"), "{error}"),
+        Ok(result) => {
+            assert_eq!(result.is_error, Some(true));
+            assert!(
+                text_of(&result).contains("expected a string"),
+                "{}",
+                text_of(&result)
+            );
+        }
+    }
+    let after = call(
+        &client,
+        "execute",
+        json!({"code": "return 'still serving'"}),
+    )
+    .await;
+    assert_eq!(after.structured_content.unwrap()["result"], "still serving");
+    client.cancel().await.unwrap();
+}
+
+/// Starts `sdkbox serve --http 127.0.0.1:0 ...` and returns it with its MCP URL.
+async fn http_server(extra: &[&str], env: &[(&str, &str)]) -> (tokio::process::Child, String) {
+    let mut command = sdkbox();
+    command
+        .args(["serve", "--demo", "--http", "127.0.0.1:0"])
+        .args(extra)
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(rest) = line.strip_prefix("sdkbox: MCP endpoint ") {
+                return rest.split_whitespace().next().unwrap().to_owned();
+            }
+        }
+        panic!("the server ended before it listened");
+    })
+    .await
+    .unwrap();
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, url)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_serves_the_demo_end_to_end() {
+    let (_server, url) = http_server(&[], &[]).await;
+    let health = reqwest::get(url.replace("/mcp", "/healthz")).await.unwrap();
+    assert_eq!(health.text().await.unwrap(), "ok");
+    let client = ().serve(StreamableHttpClientTransport::from_uri(url.as_str())).await.unwrap();
+    exercise(&client).await;
+    client.cancel().await.unwrap();
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_checks_tokens_and_origins() {
+    let (_server, url) = http_server(
+        &["--token-env", "SDKBOX_TEST_TOKEN"],
+        &[("SDKBOX_TEST_TOKEN", "s3cret-token")],
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let post = |token: Option<&str>, origin: Option<&str>| {
+        let mut request = http
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(INITIALIZE);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        request.send()
+    };
+    assert_eq!(post(None, None).await.unwrap().status(), 401);
+    assert_eq!(post(Some("wrong"), None).await.unwrap().status(), 401);
+    assert_eq!(
+        post(Some("s3cret-token"), Some("https://evil.example"))
+            .await
+            .unwrap()
+            .status(),
+        403
+    );
+    let ok = post(Some("s3cret-token"), Some("http://localhost:3000"))
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200, "{:?}", ok.text().await);
+}
+
+/// Reads JSON-RPC messages from a server's stdout until one has `id`.
+async fn response(
+    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    id: i64,
+) -> Value {
+    tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let line = lines
+                .next_line()
+                .await
+                .unwrap()
+                .expect("the server closed stdout");
+            let message: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stdout is not JSON-RPC ({e}): {line}"));
+            if message["id"] == id {
+                return message;
+            }
+        }
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_messages_get_errors_and_the_server_keeps_serving() {
+    let mut child = sdkbox()
+        .args(["serve", "--demo"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let send = |text: String| text + "\n";
+    stdin
+        .write_all(send(INITIALIZE.into()).as_bytes())
+        .await
+        .unwrap();
+    assert!(response(&mut lines, 1).await["result"]["serverInfo"]["name"] == "sdkbox");
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+        .await
+        .unwrap();
+    stdin.write_all(b"{ this is not json\n").await.unwrap();
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"no/such/method\"}\n")
+        .await
+        .unwrap();
+    let unknown = response(&mut lines, 2).await;
+    assert!(unknown["error"]["code"].is_i64(), "{unknown}");
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "execute", "arguments": {"code": "return 40 + 2"}}});
+    stdin
+        .write_all(send(call.to_string()).as_bytes())
+        .await
+        .unwrap();
+    let answer = response(&mut lines, 3).await;
+    assert_eq!(
+        answer["result"]["structuredContent"]["result"], 42,
+        "{answer}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_execution_stops_calling_the_provider() {
+    let provider = Provider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("echo.yaml");
+    std::fs::write(
+        &spec,
+        "openapi: 3.0.0\ninfo: {title: Echo, version: '1'}\npaths:\n  /echo:\n    get:\n      operationId: echo/get\n      responses: {'200': {description: ok}}\n",
+    )
+    .unwrap();
+    let mut child = sdkbox()
+        .args([
+            "serve",
+            "--spec",
+            spec.to_str().unwrap(),
+            "--base-url",
+            provider.base.as_str(),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    stdin
+        .write_all(format!("{INITIALIZE}\n").as_bytes())
+        .await
+        .unwrap();
+    response(&mut lines, 1).await;
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+        .await
+        .unwrap();
+    let code = "for (;;) { await api.echo.get(); await new Promise((r) => setTimeout(r, 20)); }";
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "execute", "arguments": {"code": code}}});
+    stdin
+        .write_all(format!("{call}\n").as_bytes())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let before = provider.seen.requests.load(Ordering::SeqCst);
+    assert!(before > 3, "the script did not run: {before} requests");
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}});
+    stdin
+        .write_all(format!("{cancel}\n").as_bytes())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let settled = provider.seen.requests.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    assert_eq!(
+        provider.seen.requests.load(Ordering::SeqCst),
+        settled,
+        "requests went on after the cancellation"
+    );
+    let ping = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "execute", "arguments": {"code": "return 'alive'"}}});
+    stdin
+        .write_all(format!("{ping}\n").as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(
+        response(&mut lines, 8).await["result"]["structuredContent"]["result"],
+        "alive"
+    );
+}
