@@ -110,6 +110,14 @@ fn main() {
                 .iter()
                 .map(|h| operation_id(&api, &h.id))
                 .collect();
+            let missed = ranked.first().is_none_or(|r| !intent.accept.contains(r));
+            if missed && std::env::var_os("SEARCH_MISSES").is_some() {
+                let shown = &ranked[..ranked.len().min(3)];
+                println!(
+                    "miss: {:?} wants {:?}, got {shown:?}",
+                    intent.query, intent.accept
+                );
+            }
             ours.add(&ranked, &intent.accept);
             baseline.add(&plain.search(&intent.query), &intent.accept);
         }

@@ -78,7 +78,9 @@ fn verbs(op: &Operation) -> String {
         ("GET", true) => vec![
             "get", "retrieve", "fetch", "show", "read", "details", "info",
         ],
-        ("POST", false) => vec!["create", "add", "new", "make", "post", "submit"],
+        ("POST", false) => vec![
+            "create", "add", "new", "make", "post", "submit", "register", "open", "start", "send",
+        ],
         ("POST", true) => vec!["update", "edit", "modify", "change", "set"],
         ("PUT", _) => vec!["update", "replace", "set", "add", "put"],
         ("PATCH", _) => vec!["update", "edit", "modify", "change"],

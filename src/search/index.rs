@@ -108,23 +108,31 @@ fn texts(fields: &Fields) -> [&str; 6] {
 
 impl Built {
     /// The best `limit` entries for `query`, with scores; fuzzy when exact terms find nothing.
+    /// `weight` scales an entry's BM25 score: an agent searching docs mostly wants operations.
     pub fn search(
         &self,
         query: &str,
         limit: usize,
         filters: &Filters,
+        weight: impl Fn(Entry) -> f32,
     ) -> Result<Vec<(Entry, f32)>, SearchError> {
         let terms = tokenize::terms(query);
         if terms.is_empty() {
             return Ok(Vec::new());
         }
+        let candidates = limit * 4;
         let exact = self.query(&terms, filters, false);
-        let found = self.run(&*exact, limit)?;
-        if !found.is_empty() {
-            return Ok(found);
+        let mut found = self.run(&*exact, candidates)?;
+        if found.is_empty() {
+            let fuzzy = self.query(&terms, filters, true);
+            found = self.run(&*fuzzy, candidates)?;
         }
-        let fuzzy = self.query(&terms, filters, true);
-        self.run(&*fuzzy, limit)
+        for (entry, score) in &mut found {
+            *score *= weight(*entry);
+        }
+        found.sort_by(|a, b| b.1.total_cmp(&a.1));
+        found.truncate(limit);
+        Ok(found)
     }
 
     fn query(&self, terms: &[String], filters: &Filters, fuzzy: bool) -> Box<dyn Query> {

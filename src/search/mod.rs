@@ -5,9 +5,12 @@
 mod entries;
 mod hit;
 mod index;
+mod intent;
 mod tokenize;
 
 pub use entries::{GuideSection, read_guides, split_guide};
+
+use entries::Entry;
 pub use hit::{Detail, Hit};
 pub use index::Filters;
 
@@ -53,6 +56,24 @@ impl Results {
     }
 }
 
+/// How much to trust an operation's text score: more when it does what the query asks,
+/// less when it is deprecated or nested deep (the top-level resource is usually meant).
+fn operation_weight(op: &crate::spec::Operation, wanted: Option<intent::Action>) -> f32 {
+    let mut weight = 1.0;
+    if wanted.is_some_and(|w| w == intent::of_operation(op)) {
+        weight *= 1.5;
+    }
+    if op.deprecated {
+        weight *= 0.5;
+    }
+    let depth = op
+        .path
+        .split('/')
+        .filter(|s| !s.is_empty() && !s.starts_with('{'))
+        .count();
+    weight / (1.0 + 0.08 * depth.saturating_sub(1) as f32)
+}
+
 /// The docs index of one provider.
 pub struct DocsIndex {
     api: Arc<Api>,
@@ -86,7 +107,16 @@ impl DocsIndex {
         filters: &Filters,
     ) -> Result<Results, SearchError> {
         let limit = limit.clamp(1, MAX_LIMIT);
-        let found = self.built.search(query, limit, filters)?;
+        let api = &self.api;
+        let wanted = intent::of_query(query);
+        let expanded = intent::expand(query);
+        let found = self
+            .built
+            .search(&expanded, limit, filters, |entry| match entry {
+                Entry::Operation(i) => operation_weight(&api.operations[i], wanted),
+                Entry::Schema(_) => 0.5,
+                Entry::Guide(_) => 0.8,
+            })?;
         let hits: Vec<Hit> = found
             .into_iter()
             .map(|(entry, score)| hit::render(&self.api, &self.guides, entry, detail, score))

@@ -4,7 +4,8 @@
 
 use tantivy::Index;
 use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, Stemmer, TextAnalyzer, Token, TokenStream, Tokenizer,
+    Language, LowerCaser, RemoveLongFilter, Stemmer, StopWordFilter, TextAnalyzer, Token,
+    TokenStream, Tokenizer,
 };
 
 /// The analyzer's registered name, used in the schema.
@@ -15,11 +16,22 @@ pub fn register(index: &Index) {
     index.tokenizers().register(ANALYZER, analyzer());
 }
 
-/// Splits identifiers and prose alike, then lower-cases and stems.
+/// Words too common to tell operations apart ("get a repository" must not favour ids that
+/// contain "a").
+const STOP_WORDS: &[&str] = &[
+    "a", "an", "the", "of", "for", "to", "on", "in", "by", "my", "our", "their", "its", "is",
+    "are", "be", "and", "or", "with", "from", "at", "as", "this", "that", "what", "which", "how",
+    "do", "does", "i", "me", "we", "you", "it", "all", "some", "please", "can",
+];
+
+/// Splits identifiers and prose alike, then lower-cases, drops stop words and stems.
 pub fn analyzer() -> TextAnalyzer {
     TextAnalyzer::builder(IdentTokenizer)
         .filter(RemoveLongFilter::limit(40))
         .filter(LowerCaser)
+        .filter(StopWordFilter::remove(
+            STOP_WORDS.iter().map(|w| (*w).to_owned()),
+        ))
         .filter(Stemmer::new(Language::English))
         .build()
 }
@@ -113,12 +125,13 @@ mod tests {
 
     #[test]
     fn identifiers_paths_and_prose_become_stemmed_words() {
-        assert_eq!(terms("listForOrg"), ["list", "for", "org"]);
+        assert_eq!(terms("listForOrg"), ["list", "org"]);
         assert_eq!(
             terms("/v1/payment_intents/{intent}/confirm"),
             ["v1", "payment", "intent", "intent", "confirm"]
         );
-        assert_eq!(terms("repos/list-for-org"), ["repo", "list", "for", "org"]);
+        assert_eq!(terms("repos/list-for-org"), ["repo", "list", "org"]);
+        assert_eq!(terms("get a repository"), ["get", "repositori"]);
         assert_eq!(terms("Creates refunds"), ["creat", "refund"]);
         assert_eq!(terms("getHTTPStatus"), ["get", "http", "status"]);
     }

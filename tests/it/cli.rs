@@ -157,3 +157,29 @@ fn the_readme_example_runs() {
     assert!(refused.contains("only https://api.github.com"), "{refused}");
     assert_eq!(outcome["console"][0]["text"], "4 planets, 98 moons");
 }
+
+#[test]
+fn the_example_provider_files_parse() {
+    for name in ["stripe.toml", "github.toml"] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples")
+            .join(name);
+        let file =
+            sdkbox::config::ProviderFile::read(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(file.spec.is_some() && file.secret_env.is_some(), "{name}");
+        assert!(
+            file.auth
+                .unwrap()
+                .parse::<sdkbox::egress::AuthScheme>()
+                .is_ok(),
+            "{name}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "spec = \"x.yaml\"\nsecret = \"oops\"\n").unwrap();
+    let error = sdkbox::config::ProviderFile::read(&bad)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("unknown field `secret`"), "{error}");
+}
