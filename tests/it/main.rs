@@ -17,5 +17,6 @@ mod mcp;
 mod pool;
 mod provider;
 mod sdk;
+mod search;
 mod specs;
 mod support;
