@@ -139,6 +139,29 @@ fn main() {
         "\nresident memory with both specs and indexes loaded: {} MiB",
         rss_mib()
     );
+    sdk_call_cost(&runtime, &specs);
+}
+
+/// What the SDK costs: nothing per runtime (the isolate holds only a proxy), and per call the
+/// check and encoding in the supervisor, measured here on GitHub's spec.
+fn sdk_call_cost(runtime: &tokio::runtime::Runtime, specs: &Path) {
+    let path = specs.join("github-api.github.com.json");
+    let api = Arc::new(runtime.block_on(sdkbox::spec::load(path.to_str().unwrap())).unwrap().api);
+    let sdk = sdkbox::sdk::Sdk::new(api);
+    let call = sdkbox::sdk::SdkCall {
+        group: "issues".into(),
+        method: "create".into(),
+        params: serde_json::json!({"owner": "o", "repo": "r", "title": "Bug", "body": "text", "labels": ["bug"]}),
+    };
+    let mut times: Vec<Duration> = (0..2_000)
+        .map(|_| {
+            let started = Instant::now();
+            sdk.prepare(&call).unwrap();
+            started.elapsed()
+        })
+        .collect();
+    times.sort();
+    println!("SDK call check and encoding (GitHub issues.create): p50 {:.1} µs", times[1_000].as_secs_f64() * 1e6);
 }
 
 /// Maps a hit id (`api.group.method`, or a schema or guide) back to the operation id.
