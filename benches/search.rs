@@ -146,7 +146,12 @@ fn main() {
 /// check and encoding in the supervisor, measured here on GitHub's spec.
 fn sdk_call_cost(runtime: &tokio::runtime::Runtime, specs: &Path) {
     let path = specs.join("github-api.github.com.json");
-    let api = Arc::new(runtime.block_on(sdkbox::spec::load(path.to_str().unwrap())).unwrap().api);
+    let api = Arc::new(
+        runtime
+            .block_on(sdkbox::spec::load(path.to_str().unwrap()))
+            .unwrap()
+            .api,
+    );
     let sdk = sdkbox::sdk::Sdk::new(api);
     let call = sdkbox::sdk::SdkCall {
         group: "issues".into(),
@@ -161,7 +166,10 @@ fn sdk_call_cost(runtime: &tokio::runtime::Runtime, specs: &Path) {
         })
         .collect();
     times.sort();
-    println!("SDK call check and encoding (GitHub issues.create): p50 {:.1} µs", times[1_000].as_secs_f64() * 1e6);
+    println!(
+        "SDK call check and encoding (GitHub issues.create): p50 {:.1} µs",
+        times[1_000].as_secs_f64() * 1e6
+    );
 }
 
 /// Maps a hit id (`api.group.method`, or a schema or guide) back to the operation id.

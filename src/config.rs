@@ -14,7 +14,7 @@ use crate::sandbox::ExecLimits;
 use crate::sdk::Sdk;
 use crate::search::{DocsIndex, read_guides};
 use crate::server::Provider;
-use crate::spec::Api;
+use crate::spec::{Api, AuthHint};
 use crate::worker::{Pool, PoolConfig};
 
 /// A provider file as written: every field optional, paths relative to the file.
@@ -32,7 +32,8 @@ pub struct ProviderFile {
     /// More origins scripts may reach.
     #[serde(default)]
     pub allowed_origins: Vec<Url>,
-    /// `bearer`, `basic`, `header:NAME` or `query:NAME`.
+    /// `bearer`, `basic`, `header:NAME` or `query:NAME`; defaults to the spec's first
+    /// security scheme, else bearer.
     pub auth: Option<String>,
     /// The environment variable holding the provider secret.
     pub secret_env: Option<String>,
@@ -152,7 +153,7 @@ impl ProviderFile {
         let base_url = base_url(self.base_url, &api)?;
         let scheme = match &self.auth {
             Some(text) => text.parse::<AuthScheme>().map_err(ConfigError::Invalid)?,
-            None => AuthScheme::Bearer,
+            None => scheme_from_spec(&api),
         };
         let secret = match (secret, &self.secret_env) {
             (Some(secret), _) => Some(secret),
@@ -221,6 +222,16 @@ impl ProviderFile {
             limits: exec_limits,
             session_key_header: self.session_key_header,
         }))
+    }
+}
+
+/// The credential scheme the spec declares first; bearer when it declares none.
+fn scheme_from_spec(api: &Api) -> AuthScheme {
+    match api.auth.first() {
+        Some(AuthHint::Basic) => AuthScheme::Basic,
+        Some(AuthHint::Header(name)) => AuthScheme::Header(name.clone()),
+        Some(AuthHint::Query(name)) => AuthScheme::Query(name.clone()),
+        Some(AuthHint::Bearer) | None => AuthScheme::Bearer,
     }
 }
 

@@ -165,6 +165,119 @@ async fn http_serves_the_demo_end_to_end() {
     client.cancel().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_refuses_to_serve_off_loopback_without_a_token() {
+    let output = sdkbox()
+        .args(["serve", "--demo", "--http", "0.0.0.0:0"])
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("without a bearer token"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_stateless_mode_serves_the_tools() {
+    let (_server, url) = http_server(&["--stateless"], &[]).await;
+    let client = ().serve(StreamableHttpClientTransport::from_uri(url.as_str())).await.unwrap();
+    let found = call(
+        &client,
+        "search_docs",
+        json!({"query": "cancel an order", "limit": 1}),
+    )
+    .await;
+    assert_eq!(
+        found.structured_content.unwrap()["hits"][0]["id"],
+        "api.orders.cancel"
+    );
+    let ran = call(
+        &client,
+        "execute",
+        json!({"code": "return (await api.products.list({ active: true })).data.length"}),
+    )
+    .await;
+    assert_eq!(ran.structured_content.unwrap()["result"], 5);
+    let oversized = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(format!("{{\"pad\":\"{}\"}}", "x".repeat(3 * 1024 * 1024)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(oversized.status(), 413);
+    let again = call(&client, "search_docs", json!({"query": "refund"})).await;
+    assert!(
+        again.structured_content.is_some(),
+        "the server stopped serving after an oversized request"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_client_may_use_its_own_provider_key() {
+    let provider = Provider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("echo.yaml");
+    std::fs::write(
+        &spec,
+        "openapi: 3.0.0\ninfo: {title: Echo, version: '1'}\npaths: {}\n",
+    )
+    .unwrap();
+    let mut command = sdkbox();
+    command
+        .args([
+            "serve",
+            "--spec",
+            spec.to_str().unwrap(),
+            "--base-url",
+            provider.base.as_str(),
+        ])
+        .args([
+            "--secret-env",
+            "SDKBOX_SERVER_KEY",
+            "--session-key-header",
+            "X-Provider-Key",
+        ])
+        .args(["--http", "127.0.0.1:0"])
+        .env("SDKBOX_SERVER_KEY", "server-key-1234")
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = loop {
+        let line = lines.next_line().await.unwrap().expect("the server ended");
+        if let Some(rest) = line.strip_prefix("sdkbox: MCP endpoint ") {
+            break rest.split_whitespace().next().unwrap().to_owned();
+        }
+    };
+    let code = json!({"code": "return (await api.request('GET', '/echo')).headers.authorization"});
+    let server_key = ().serve(StreamableHttpClientTransport::from_uri(url.as_str())).await.unwrap();
+    call(&server_key, "execute", code.clone()).await;
+    let mut config =
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            url.as_str(),
+        );
+    config.custom_headers.insert(
+        "x-provider-key".parse().unwrap(),
+        "client-key-5678".parse().unwrap(),
+    );
+    let own_key = ().serve(StreamableHttpClientTransport::from_config(config)).await.unwrap();
+    let seen_by_script = call(&own_key, "execute", code).await;
+    assert_eq!(
+        seen_by_script.structured_content.unwrap()["result"],
+        "Bearer [redacted]"
+    );
+    let seen = provider.seen.authorization.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        vec![
+            Some("Bearer server-key-1234".to_owned()),
+            Some("Bearer client-key-5678".to_owned())
+        ]
+    );
+    drop(child);
+}
+
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -125,10 +125,23 @@ async fn github_loads_with_groups_from_operation_ids() {
 }
 
 #[tokio::test]
-async fn cloudflare_loads_in_full() {
-    let Some(_) = load("cloudflare-openapi.json", 1533).await else {
+async fn cloudflare_loads_and_indexes_in_full() {
+    let Some(sdk) = load("cloudflare-openapi.json", 1533).await else {
         return;
     };
+    let api = Arc::new(sdk.api().clone());
+    let docs = sdkbox::search::DocsIndex::build(api.clone(), Vec::new()).unwrap();
+    assert!(docs.len() >= 1533, "{} documents", docs.len());
+    let filters = sdkbox::search::Filters::default();
+    let detail = sdkbox::search::Detail::Compact;
+    let hits = docs
+        .search("list DNS records of a zone", 5, detail, &filters)
+        .unwrap();
+    assert!(
+        hits.hits.iter().any(|h| h.text.contains("/dns_records")),
+        "{}",
+        hits.to_text()
+    );
 }
 
 #[tokio::test]
