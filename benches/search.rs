@@ -79,7 +79,12 @@ fn main() {
         "| spec | operations | spec load | index build | query p50 / p95 |".to_owned(),
         "|---|---|---|---|---|".to_owned(),
     ];
-    for eval in ["stripe.json", "github.json"] {
+    for eval in [
+        "stripe.json",
+        "github.json",
+        "stripe-heldout.json",
+        "github-heldout.json",
+    ] {
         let set: EvalSet = serde_json::from_str(
             &std::fs::read_to_string(root.join("tests/eval").join(eval)).unwrap(),
         )
@@ -122,8 +127,8 @@ fn main() {
             baseline.add(&plain.search(&intent.query), &intent.accept);
         }
         latencies.sort();
-        relevance.push(ours.row(&format!("{} ({} intents), sdkbox", set.spec, ours.total)));
-        relevance.push(baseline.row(&format!("{}, plain BM25", set.spec)));
+        relevance.push(ours.row(&format!("{eval} ({} intents), sdkbox", ours.total)));
+        relevance.push(baseline.row(&format!("{eval}, plain BM25")));
         speed.push(format!(
             "| {} | {} | {} ms | {} ms | {:.2} ms / {:.2} ms |",
             set.spec,

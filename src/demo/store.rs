@@ -71,6 +71,23 @@ fn bad(message: String, param: &'static str) -> Failure {
     }
 }
 
+/// The next id of a kind: one past the highest in use, so ids are never reused after a delete.
+fn next_id(prefix: &str, items: &[Value]) -> String {
+    let highest = items
+        .iter()
+        .filter_map(|o| {
+            o["id"]
+                .as_str()?
+                .strip_prefix(prefix)?
+                .strip_prefix('_')?
+                .parse::<u32>()
+                .ok()
+        })
+        .max()
+        .unwrap_or(0);
+    format!("{prefix}_{:03}", highest + 1)
+}
+
 impl Store {
     /// The demo's starting data: 12 customers, 6 products, 30 orders, 2 refunds.
     pub fn seeded() -> Self {
@@ -232,7 +249,7 @@ impl Store {
                     "email",
                 )
             })?;
-        let id = format!("cus_{:03}", self.customers.len() + 1);
+        let id = next_id("cus", &self.customers);
         let created = self.tick();
         let customer = json!({
             "id": id, "object": "customer", "email": email, "name": body.get("name").cloned().unwrap_or(Value::Null),
@@ -307,7 +324,7 @@ impl Store {
         }
         let created = self.tick();
         let order = json!({
-            "id": format!("ord_{:03}", self.orders.len() + 1), "object": "order", "customer": customer, "items": lines,
+            "id": next_id("ord", &self.orders), "object": "order", "customer": customer, "items": lines,
             "amount": amount, "amount_refunded": 0, "currency": currency, "status": "pending", "created": created,
         });
         self.orders.push(order.clone());
@@ -382,7 +399,7 @@ impl Store {
         }
         let created = self.tick();
         let refund = json!({
-            "id": format!("re_{:03}", self.refunds.len() + 1), "object": "refund", "order": order_id,
+            "id": next_id("re", &self.refunds), "object": "refund", "order": order_id,
             "amount": amount, "reason": reason, "status": "succeeded", "created": created,
         });
         if let Some(o) = self.orders.iter_mut().find(|o| o["id"] == order_id) {

@@ -129,17 +129,21 @@ async fn stdio_serves_the_demo_end_to_end() {
     client.cancel().await.unwrap();
 }
 
-/// Starts `sdkbox serve --http 127.0.0.1:0 ...` and returns it with its MCP URL.
+/// Starts `sdkbox serve --demo --http 127.0.0.1:0 ...` and returns it with its MCP URL.
 async fn http_server(extra: &[&str], env: &[(&str, &str)]) -> (tokio::process::Child, String) {
     let mut command = sdkbox();
     command
         .args(["serve", "--demo", "--http", "127.0.0.1:0"])
-        .args(extra)
-        .stderr(Stdio::piped());
+        .args(extra);
     for (k, v) in env {
         command.env(k, v);
     }
-    let mut child = command.spawn().unwrap();
+    listening(command).await
+}
+
+/// Spawns an HTTP server command and waits for the MCP endpoint it prints.
+async fn listening(mut command: Command) -> (tokio::process::Child, String) {
+    let mut child = command.stderr(Stdio::piped()).spawn().unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let url = tokio::time::timeout(Duration::from_secs(30), async {
         while let Some(line) = lines.next_line().await.unwrap() {
@@ -240,16 +244,8 @@ async fn a_remote_client_may_use_its_own_provider_key() {
             "X-Provider-Key",
         ])
         .args(["--http", "127.0.0.1:0"])
-        .env("SDKBOX_SERVER_KEY", "server-key-1234")
-        .stderr(Stdio::piped());
-    let mut child = command.spawn().unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = loop {
-        let line = lines.next_line().await.unwrap().expect("the server ended");
-        if let Some(rest) = line.strip_prefix("sdkbox: MCP endpoint ") {
-            break rest.split_whitespace().next().unwrap().to_owned();
-        }
-    };
+        .env("SDKBOX_SERVER_KEY", "server-key-1234");
+    let (_server, url) = listening(command).await;
     let code = json!({"code": "return (await api.request('GET', '/echo')).headers.authorization"});
     let server_key = ().serve(StreamableHttpClientTransport::from_uri(url.as_str())).await.unwrap();
     call(&server_key, "execute", code.clone()).await;
@@ -275,7 +271,6 @@ async fn a_remote_client_may_use_its_own_provider_key() {
             Some("Bearer client-key-5678".to_owned())
         ]
     );
-    drop(child);
 }
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;

@@ -1,0 +1,106 @@
+//! `sdkbox index` and `sdkbox search`: what sdkbox makes of a spec, and searching it as the
+//! model would.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use sdkbox::search::{Detail, DocsIndex, Filters};
+
+/// The command's flags.
+#[derive(Args)]
+pub struct SpecArgs {
+    /// The OpenAPI spec: a file or an http(s) URL.
+    #[arg(long)]
+    pub spec: String,
+    /// Markdown guides to index with it (default: `guides/` beside a spec file).
+    #[arg(long)]
+    pub guides: Option<PathBuf>,
+}
+
+/// The command's flags.
+#[derive(Args)]
+pub struct SearchArgs {
+    #[command(flatten)]
+    pub spec: SpecArgs,
+    /// What to look for, in plain words.
+    pub query: String,
+    /// Hits to show (1-20).
+    #[arg(long, default_value_t = sdkbox::search::DEFAULT_LIMIT)]
+    pub limit: usize,
+    /// Show signatures, response shapes and examples.
+    #[arg(long)]
+    pub full: bool,
+    /// Only operations with this HTTP method.
+    #[arg(long)]
+    pub method: Option<String>,
+    /// Only operations of this SDK group.
+    #[arg(long)]
+    pub group: Option<String>,
+}
+
+/// Loads a spec and its guides and builds the docs index.
+async fn load_docs(args: &SpecArgs) -> Result<(Arc<sdkbox::spec::Api>, DocsIndex, usize)> {
+    let started = std::time::Instant::now();
+    let spec = sdkbox::spec::load(&args.spec).await?;
+    for warning in &spec.warnings {
+        eprintln!("warning: {warning}");
+    }
+    let guides_dir = match &args.guides {
+        Some(dir) => Some(dir.clone()),
+        None if !args.spec.contains("://") => std::path::Path::new(&args.spec)
+            .parent()
+            .map(|p| p.join("guides")),
+        None => None,
+    };
+    let guides = match guides_dir {
+        Some(dir) => sdkbox::search::read_guides(&dir)
+            .with_context(|| format!("cannot read the guides in {}", dir.display()))?,
+        None => Vec::new(),
+    };
+    let api = Arc::new(spec.api);
+    let docs = DocsIndex::build(api.clone(), guides)?;
+    Ok((api, docs, started.elapsed().as_millis() as usize))
+}
+
+/// Prints what sdkbox makes of a spec.
+pub async fn index(args: SpecArgs) -> Result<ExitCode> {
+    let (api, docs, millis) = load_docs(&args).await?;
+    println!(
+        "{} {}: {} operations in {} groups, {} schemas, {} documents indexed in {millis} ms",
+        api.title,
+        api.version,
+        api.operations.len(),
+        api.operations
+            .iter()
+            .map(|o| &o.group)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        api.schemas.len(),
+        docs.len(),
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the hits the model would get; fails when there are none.
+pub async fn search(args: SearchArgs) -> Result<ExitCode> {
+    let (_, docs, _) = load_docs(&args.spec).await?;
+    let detail = if args.full {
+        Detail::Full
+    } else {
+        Detail::Compact
+    };
+    let filters = Filters {
+        method: args.method,
+        group: args.group,
+    };
+    let results = docs.search(&args.query, args.limit, detail, &filters)?;
+    println!("{}", results.to_text());
+    Ok(if results.hits.is_empty() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}

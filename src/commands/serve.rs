@@ -1,0 +1,133 @@
+//! `sdkbox serve`: the MCP server for one provider (or the bundled demo), on stdio or HTTP.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use sdkbox::config::{Embedded, ProviderFile};
+use sdkbox::sandbox::ExecLimits;
+use sdkbox::server::{HttpOptions, serve_http};
+use sdkbox::worker::PoolConfig;
+use tokio_util::sync::CancellationToken;
+use url::Url;
+
+/// The command's flags.
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Serve the bundled demo API ("Acme Shop"), started on a free loopback port: no key,
+    /// no network.
+    #[arg(long, conflicts_with = "config")]
+    pub demo: bool,
+    /// A provider file (TOML); the flags below override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// The OpenAPI spec: a file or an http(s) URL.
+    #[arg(long)]
+    pub spec: Option<String>,
+    /// The provider's base URL (default: the spec's first server).
+    #[arg(long)]
+    pub base_url: Option<Url>,
+    /// Another origin scripts may reach (repeatable).
+    #[arg(long = "allow-origin")]
+    pub allow_origins: Vec<Url>,
+    /// How the secret is sent: bearer, basic, header:NAME or query:NAME.
+    #[arg(long)]
+    pub auth: Option<String>,
+    /// Environment variable holding the provider secret.
+    #[arg(long)]
+    pub secret_env: Option<String>,
+    /// Serve streamable HTTP at /mcp on this address instead of stdio (e.g. 127.0.0.1:8080).
+    #[arg(long)]
+    pub http: Option<std::net::SocketAddr>,
+    /// Environment variable holding the bearer token HTTP clients must send (required off
+    /// loopback).
+    #[arg(long)]
+    pub token_env: Option<String>,
+    /// A browser origin allowed to call the HTTP server (repeatable; loopback is allowed).
+    #[arg(long = "allowed-origin")]
+    pub allowed_origins: Vec<String>,
+    /// A host name clients reach the HTTP server by (repeatable; loopback is allowed).
+    #[arg(long = "allowed-host")]
+    pub allowed_hosts: Vec<String>,
+    /// No HTTP sessions: each request stands alone, for several instances behind a balancer.
+    #[arg(long)]
+    pub stateless: bool,
+    /// HTTP header in which a remote client may send its own provider key for its session.
+    #[arg(long)]
+    pub session_key_header: Option<String>,
+    /// Executions at once.
+    #[arg(long)]
+    pub workers: Option<usize>,
+}
+
+/// Builds the provider (or starts the demo), then serves MCP until the client or Ctrl-C ends it.
+pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
+    let shutdown = CancellationToken::new();
+    let mut file = match &args.config {
+        Some(path) => ProviderFile::read(path)?,
+        None => ProviderFile::default(),
+    };
+    let (embedded, secret) = if args.demo {
+        let address = sdkbox::demo::start(shutdown.clone()).await?;
+        file.name = Some("Acme Shop (demo)".into());
+        file.base_url = Some(Url::parse(&format!("http://{address}/v1"))?);
+        let guides = sdkbox::demo::GUIDES
+            .iter()
+            .flat_map(|(name, text)| sdkbox::search::split_guide(name, text))
+            .collect();
+        let embedded = Embedded {
+            name: "demo",
+            spec: sdkbox::demo::SPEC,
+            guides,
+        };
+        (Some(embedded), Some(sdkbox::demo::DEMO_KEY.to_owned()))
+    } else {
+        (None, None)
+    };
+    file.spec = args.spec.or(file.spec);
+    file.base_url = args.base_url.or(file.base_url);
+    file.allowed_origins.extend(args.allow_origins);
+    file.auth = args.auth.or(file.auth);
+    file.secret_env = args.secret_env.or(file.secret_env);
+    file.session_key_header = args.session_key_header.or(file.session_key_header);
+    file.limits.workers = args.workers.or(file.limits.workers);
+    let pool_config = PoolConfig::for_this_binary(ExecLimits::default().memory_bytes)?;
+    let provider = file.build(pool_config, embedded, secret).await?;
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        stop.cancel();
+    });
+    match args.http {
+        None => sdkbox::server::serve_stdio(provider).await?,
+        Some(address) => {
+            let token = match &args.token_env {
+                Some(name) => Some(
+                    std::env::var(name)
+                        .ok()
+                        .filter(|t| !t.is_empty())
+                        .with_context(|| {
+                            format!(
+                                "--token-env {name}: the environment variable {name} is not set"
+                            )
+                        })?,
+                ),
+                None => None,
+            };
+            let options = HttpOptions {
+                token,
+                allowed_origins: args.allowed_origins,
+                allowed_hosts: args.allowed_hosts,
+                stateless: args.stateless,
+                max_body_bytes: 2 * 1024 * 1024,
+            };
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("cannot listen on {address}"))?;
+            serve_http(provider, options, listener, shutdown.clone()).await?;
+        }
+    }
+    shutdown.cancel();
+    Ok(ExitCode::SUCCESS)
+}
