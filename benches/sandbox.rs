@@ -196,7 +196,7 @@ async fn recycling(base: &Url) {
     }
     starts.sort();
     println!(
-        "| starting one worker process (spawn to ready): median | {:.1} ms |",
+        "| starting a pool of one worker (snapshot build included): median | {:.1} ms |",
         ms(starts[5])
     );
     let pool = Pool::start(pool_config(1, 10)).await.unwrap();

@@ -109,6 +109,7 @@ pub async fn exec(args: ExecArgs) -> Result<ExitCode> {
             workers: 1,
             queue: 0,
             spare: false,
+            snapshot: false,
             ..PoolConfig::for_this_binary(limits.memory_bytes)?
         };
         let pool = Pool::start(config).await?;

@@ -1,8 +1,9 @@
 //! `sdkbox worker` (hidden): a worker process serving a supervisor, or a probe of its hardening.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 use sdkbox::sandbox::RuntimeSettings;
 use sdkbox::worker::{ProcessLimits, WorkerSettings};
@@ -28,6 +29,12 @@ pub struct WorkerArgs {
     /// Harden this process, try what a worker must not be able to do, print the result.
     #[arg(long)]
     pub probe: bool,
+    /// Build a runtime snapshot (prelude run) into this file and exit.
+    #[arg(long)]
+    pub snapshot_to: Option<PathBuf>,
+    /// Create runtimes from this snapshot (read before the process is hardened).
+    #[arg(long)]
+    pub snapshot: Option<PathBuf>,
 }
 
 /// Runs as a worker process, or probes the hardening with `--probe`.
@@ -42,10 +49,26 @@ pub fn worker(args: WorkerArgs) -> Result<ExitCode> {
         println!("{}", serde_json::to_string(&probe)?);
         return Ok(ExitCode::SUCCESS);
     }
+    if let Some(path) = &args.snapshot_to {
+        let bytes = sdkbox::sandbox::snapshot(args.test_crash_op)
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+        std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let snapshot: Option<&'static [u8]> = match &args.snapshot {
+        // Read once and kept for the life of the process, as deno_core requires.
+        Some(path) => Some(Box::leak(
+            std::fs::read(path)
+                .with_context(|| format!("cannot read {}", path.display()))?
+                .into_boxed_slice(),
+        )),
+        None => None,
+    };
     sdkbox::worker::serve(WorkerSettings {
         runtime: RuntimeSettings {
             memory_bytes: args.memory_bytes,
             test_crash_op: args.test_crash_op,
+            snapshot,
         },
         process,
     })?;

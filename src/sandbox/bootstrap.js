@@ -438,17 +438,24 @@
     Object.defineProperty(globalThis, name, { value, writable: true, configurable: true, enumerable: false });
   }
 
-  // ---- remove the way back to deno_core, and engine globals a script has no use for ----
-
-  for (const name of Object.getOwnPropertyNames(globalThis)) {
-    if (name === "Deno" || name === "__bootstrap" || name.startsWith("__")) delete globalThis[name];
-  }
-  for (const name of ["gc", "SharedArrayBuffer", "Atomics", "WebAssembly", "ShadowRealm"]) delete globalThis[name];
-
   // The harness: calls the model's entry and hands the JSON result to Rust.
-  return async function harness(namespace) {
+  async function harness(namespace) {
     const entry = namespace.__sdkbox_entry ?? namespace.default;
     const value = typeof entry === "function" ? await entry(api) : entry;
     op_sdkbox_result(toJson(value));
-  };
+  }
+
+  // ---- remove the way back to deno_core, and engine globals a script has no use for ----
+  // Done by `__sdkbox_seal()`, run after this prelude (and after a snapshot of it is
+  // restored): deno_core needs its globals while it sets up or restores a runtime.
+  Object.defineProperty(globalThis, "__sdkbox_seal", {
+    configurable: true,
+    value: () => {
+      for (const name of Object.getOwnPropertyNames(globalThis)) {
+        if (name === "Deno" || name === "__bootstrap" || name.startsWith("__")) delete globalThis[name];
+      }
+      for (const name of ["gc", "SharedArrayBuffer", "Atomics", "WebAssembly", "ShadowRealm"]) delete globalThis[name];
+      return harness;
+    },
+  });
 })();

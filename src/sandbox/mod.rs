@@ -28,7 +28,7 @@ pub use finish::finish;
 pub use network::{Gateway, Network, NetworkError, NetworkFuture};
 pub use outcome::{ConsoleLine, ErrorKind, ExecError, Outcome, Timings, Truncation};
 pub use report::Report;
-pub use runtime::{Prepared, RuntimeSettings, prepare};
+pub use runtime::{Prepared, RuntimeSettings, prepare, snapshot};
 pub use source::{SyntaxError, compile};
 
 use std::sync::Arc;
@@ -131,6 +131,7 @@ impl InProcessSandbox {
         let prepared = prepare(RuntimeSettings {
             memory_bytes: limits.memory_bytes,
             test_crash_op: false,
+            snapshot: None,
         });
         let network: Arc<dyn Network> = Arc::new(Gateway::new(session.clone(), self.sdk.clone()));
         let report = run_code(code, limits, network, cancel, deadline, prepared).await;

@@ -39,6 +39,9 @@ pub struct PoolConfig {
     pub kill_grace: Duration,
     /// How each worker is started.
     pub worker: WorkerSettings,
+    /// Whether workers create runtimes from a snapshot with the prelude already run, built
+    /// once when the pool starts (cheaper runtimes; more start-up time).
+    pub snapshot: bool,
 }
 
 impl PoolConfig {
@@ -53,10 +56,12 @@ impl PoolConfig {
             max_runs: 100,
             max_rss_bytes: 512 * 1024 * 1024,
             kill_grace: Duration::from_secs(1),
+            snapshot: true,
             worker: WorkerSettings {
                 runtime: crate::sandbox::RuntimeSettings {
                     memory_bytes,
                     test_crash_op: false,
+                    snapshot: None,
                 },
                 process: super::ProcessLimits {
                     address_space_bytes: 8 << 30,
@@ -95,6 +100,8 @@ struct Inner {
     live: AtomicUsize,
     /// Process ids of the workers alive now.
     pids: Mutex<Vec<u32>>,
+    /// The runtime snapshot workers start from, and the directory that holds it.
+    snapshot: Option<(PathBuf, tempfile::TempDir)>,
 }
 
 impl Pool {
@@ -105,7 +112,13 @@ impl Pool {
                 "the pool needs at least one worker".into(),
             ));
         }
+        let snapshot = if config.snapshot {
+            Some(build_snapshot(&config).await?)
+        } else {
+            None
+        };
         let inner = Arc::new(Inner {
+            snapshot,
             admission: Semaphore::new(config.workers + config.queue),
             slots: Semaphore::new(config.workers),
             idle: Mutex::new(VecDeque::new()),
@@ -241,7 +254,8 @@ impl Inner {
 
     async fn start_worker(self: &Arc<Self>) -> Result<WorkerProcess, PoolError> {
         self.live.fetch_add(1, Ordering::SeqCst);
-        let started = WorkerProcess::start(&self.config.exe, &self.config.worker).await;
+        let snapshot = self.snapshot.as_ref().map(|(path, _)| path.as_path());
+        let started = WorkerProcess::start(&self.config.exe, &self.config.worker, snapshot).await;
         match &started {
             Ok(worker) => lock(&self.pids).extend(worker.pid()),
             Err(_) => {
@@ -313,6 +327,32 @@ fn failure_error(
             ),
         ),
     }
+}
+
+/// Builds the runtime snapshot in a process of its own (deno_core snapshots only in a
+/// process that runs no other runtime).
+async fn build_snapshot(config: &PoolConfig) -> Result<(PathBuf, tempfile::TempDir), PoolError> {
+    let dir = tempfile::Builder::new()
+        .prefix("sdkbox-snapshot-")
+        .tempdir()?;
+    let path = dir.path().join("runtime.snapshot");
+    let mut command = tokio::process::Command::new(&config.exe);
+    command
+        .args(["worker", "--memory-bytes", "0", "--snapshot-to"])
+        .arg(&path)
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null());
+    if config.worker.runtime.test_crash_op {
+        command.arg("--test-crash-op");
+    }
+    let status = command.status().await?;
+    if !status.success() {
+        return Err(PoolError::Start(format!(
+            "building the runtime snapshot failed ({status})"
+        )));
+    }
+    Ok((path, dir))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -47,7 +47,11 @@ pub struct WorkerProcess {
 impl WorkerProcess {
     /// Starts `exe worker ...` with an empty environment in an empty directory, and waits
     /// for its hello.
-    pub async fn start(exe: &Path, settings: &WorkerSettings) -> Result<Self, PoolError> {
+    pub async fn start(
+        exe: &Path,
+        settings: &WorkerSettings,
+        snapshot: Option<&Path>,
+    ) -> Result<Self, PoolError> {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
         let home = tempfile::Builder::new()
             .prefix("sdkbox-worker-")
@@ -70,6 +74,9 @@ impl WorkerProcess {
             .kill_on_drop(true);
         if settings.runtime.test_crash_op {
             command.arg("--test-crash-op");
+        }
+        if let Some(path) = snapshot {
+            command.arg("--snapshot").arg(path);
         }
         let child = command.spawn()?;
         ours.set_nonblocking(true)?;

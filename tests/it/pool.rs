@@ -301,3 +301,22 @@ fn resident_kib() -> u64 {
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtimes_restored_from_the_snapshot_are_sealed_and_fresh() {
+    let pool = offline_pool(config(1)).await;
+    let probe = "const seen = ['Deno', '__bootstrap', '__sdkbox_seal', 'gc', 'WebAssembly']\n\
+                 .filter((n) => typeof (globalThis as any)[n] !== 'undefined');\n\
+                 const leaked = (globalThis as any).leftover ?? null;\n\
+                 (globalThis as any).leftover = 'from an earlier call';\n\
+                 await new Promise((r) => setTimeout(r, 1));\n\
+                 return { seen, leaked, api: typeof api.request };";
+    for _ in 0..3 {
+        let outcome = run(&pool, probe, &ExecLimits::default()).await;
+        assert_eq!(
+            outcome.result,
+            serde_json::json!({"seen": [], "leaked": null, "api": "function"}),
+            "{outcome:?}"
+        );
+    }
+}
