@@ -122,38 +122,37 @@ impl ProviderFile {
         Ok(file)
     }
 
-    /// Builds the provider: loads the spec and guides, reads the secret, starts the pool.
-    /// `embedded` gives a spec's text and guides directly (the bundled demo), and `secret`
-    /// a secret directly instead of `secret_env`.
-    pub async fn build(
+    /// Loads what a provider file describes: the spec (if any), egress settings with the
+    /// secret read once, the limits and the guides. `embedded` gives a spec's text and
+    /// guides directly (the bundled demo), and `secret` a secret directly instead of
+    /// `secret_env`.
+    pub async fn load(
         self,
-        pool_config: PoolConfig,
         embedded: Option<Embedded>,
         secret: Option<String>,
-    ) -> Result<Arc<Provider>, ConfigError> {
-        let (spec, spec_source, embedded_guides) = match embedded {
-            Some(e) => (
-                crate::spec::parse(e.name, e.spec)?,
-                String::new(),
+    ) -> Result<Loaded, ConfigError> {
+        let (spec, spec_source, embedded_guides) = match (embedded, &self.spec) {
+            (Some(e), _) => (
+                Some(crate::spec::parse(e.name, e.spec)?),
+                None,
                 Some(e.guides),
             ),
-            None => {
-                let source = self.spec.clone().ok_or_else(|| {
-                    ConfigError::Invalid(
-                        "no spec: set `spec` in the provider file, or pass --spec or --demo".into(),
-                    )
-                })?;
-                (crate::spec::load(&source).await?, source, None)
-            }
+            (None, Some(source)) => (
+                Some(crate::spec::load(source).await?),
+                Some(source.clone()),
+                None,
+            ),
+            (None, None) => (None, None, None),
         };
-        for warning in &spec.warnings {
+        for warning in spec.iter().flat_map(|s| &s.warnings) {
             tracing::warn!(%warning, "spec");
         }
-        let api = Arc::new(spec.api);
-        let base_url = base_url(self.base_url, &api)?;
-        let scheme = match &self.auth {
-            Some(text) => text.parse::<AuthScheme>().map_err(ConfigError::Invalid)?,
-            None => scheme_from_spec(&api),
+        let api = spec.map(|s| Arc::new(s.api));
+        let base_url = base_url(self.base_url, api.as_deref())?;
+        let scheme = match (&self.auth, &api) {
+            (Some(text), _) => text.parse::<AuthScheme>().map_err(ConfigError::Invalid)?,
+            (None, Some(api)) => scheme_from_spec(api),
+            (None, None) => AuthScheme::Bearer,
         };
         let secret = match (secret, &self.secret_env) {
             (Some(secret), _) => Some(secret),
@@ -163,7 +162,7 @@ impl ProviderFile {
                     .filter(|v| !v.is_empty())
                     .ok_or_else(|| {
                         ConfigError::Invalid(format!(
-                            "the environment variable {name} (secret_env) is not set"
+                            "the environment variable {name} is not set (secret_env)"
                         ))
                     })?,
             ),
@@ -196,9 +195,8 @@ impl ProviderFile {
             ..defaults
         };
         let guides_dir = self.guides.or_else(|| {
-            (!spec_source.is_empty() && !spec_source.contains("://"))
-                .then(|| Path::new(&spec_source).parent().map(|p| p.join("guides")))
-                .flatten()
+            let source = spec_source.filter(|s| !s.contains("://"))?;
+            Path::new(&source).parent().map(|p| p.join("guides"))
         });
         let guides = match (embedded_guides, guides_dir) {
             (Some(guides), _) => guides,
@@ -207,21 +205,97 @@ impl ProviderFile {
             })?,
             (None, None) => Vec::new(),
         };
+        Ok(Loaded {
+            name: self.name,
+            api,
+            egress_config,
+            limits: exec_limits,
+            guides,
+            workers: limits.workers,
+            session_key_header: self.session_key_header,
+        })
+    }
+
+    /// Builds the provider the MCP server serves: loads it, indexes its docs, starts the pool.
+    pub async fn build(
+        self,
+        pool_config: PoolConfig,
+        embedded: Option<Embedded>,
+        secret: Option<String>,
+    ) -> Result<Arc<Provider>, ConfigError> {
+        let loaded = self.load(embedded, secret).await?;
+        let api = loaded.api.ok_or_else(|| {
+            ConfigError::Invalid(
+                "no spec: set `spec` in the provider file, or pass --spec or --demo".into(),
+            )
+        })?;
         let mut pool_config = pool_config;
-        pool_config.worker.runtime.memory_bytes = exec_limits.memory_bytes;
-        if let Some(workers) = limits.workers {
+        pool_config.worker.runtime.memory_bytes = loaded.limits.memory_bytes;
+        if let Some(workers) = loaded.workers {
             pool_config.workers = workers.max(1);
         }
         Ok(Arc::new(Provider {
-            name: self.name.unwrap_or_else(|| api.title.clone()),
-            docs: DocsIndex::build(api.clone(), guides)?,
+            name: loaded.name.unwrap_or_else(|| api.title.clone()),
+            docs: DocsIndex::build(api.clone(), loaded.guides)?,
             sdk: Arc::new(Sdk::new(api)),
-            egress: Egress::new(egress_config.clone())?,
-            egress_config,
+            egress: Egress::new(loaded.egress_config.clone())?,
+            egress_config: loaded.egress_config,
             pool: Pool::start(pool_config).await?,
-            limits: exec_limits,
-            session_key_header: self.session_key_header,
+            limits: loaded.limits,
+            session_key_header: loaded.session_key_header,
         }))
+    }
+}
+
+/// A provider file, loaded and validated.
+pub struct Loaded {
+    /// Its name, if the file gives one.
+    pub name: Option<String>,
+    /// The API, when a spec was given.
+    pub api: Option<Arc<Api>>,
+    /// Egress settings, secret included.
+    pub egress_config: EgressConfig,
+    /// Limits of one execution.
+    pub limits: ExecLimits,
+    /// Guide sections to index.
+    pub guides: Vec<crate::search::GuideSection>,
+    /// Executions at once, if set.
+    pub workers: Option<usize>,
+    /// The header for clients' own keys, if set.
+    pub session_key_header: Option<String>,
+}
+
+/// Flags that describe a provider, shared by `serve` and `exec`; they override a provider
+/// file's values.
+#[derive(Debug, Default, clap::Args)]
+pub struct ProviderArgs {
+    /// The OpenAPI spec (file or http(s) URL): `api.<group>.<method>` calls its operations.
+    #[arg(long)]
+    pub spec: Option<String>,
+    /// The provider's base URL (default: the spec's first server); `api.request` paths and
+    /// relative `fetch` URLs resolve here.
+    #[arg(long)]
+    pub base_url: Option<Url>,
+    /// Another origin scripts may reach (repeatable).
+    #[arg(long = "allow-origin")]
+    pub allow_origins: Vec<Url>,
+    /// How the secret is sent: bearer, basic, header:NAME or query:NAME (default: the
+    /// spec's first security scheme, else bearer).
+    #[arg(long)]
+    pub auth: Option<String>,
+    /// Environment variable holding the provider secret; read once, never shown to scripts.
+    #[arg(long)]
+    pub secret_env: Option<String>,
+}
+
+impl ProviderArgs {
+    /// Puts the given flags over `file`'s values.
+    pub fn apply(self, file: &mut ProviderFile) {
+        file.spec = self.spec.or(file.spec.take());
+        file.base_url = self.base_url.or(file.base_url.take());
+        file.allowed_origins.extend(self.allow_origins);
+        file.auth = self.auth.or(file.auth.take());
+        file.secret_env = self.secret_env.or(file.secret_env.take());
     }
 }
 
@@ -235,13 +309,13 @@ fn scheme_from_spec(api: &Api) -> AuthScheme {
     }
 }
 
-fn base_url(given: Option<Url>, api: &Api) -> Result<Url, ConfigError> {
+fn base_url(given: Option<Url>, api: Option<&Api>) -> Result<Url, ConfigError> {
     if let Some(url) = given {
         return Ok(url);
     }
-    let server = api.servers.first().ok_or_else(|| {
+    let server = api.and_then(|api| api.servers.first()).ok_or_else(|| {
         ConfigError::Invalid(
-            "the spec names no server: set `base_url` in the provider file or pass --base-url"
+            "no base URL: there is no spec naming a server; set `base_url` in the provider file or pass --base-url"
                 .into(),
         )
     })?;

@@ -3,38 +3,24 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
-use sdkbox::egress::{AuthScheme, Credential, Egress, EgressConfig, EgressLimits, Secret};
-use sdkbox::sandbox::{ExecLimits, InProcessSandbox};
+use sdkbox::config::{ProviderArgs, ProviderFile};
+use sdkbox::egress::Egress;
+use sdkbox::sandbox::InProcessSandbox;
 use sdkbox::sdk::Sdk;
 use sdkbox::worker::{Pool, PoolConfig, Target};
 use tokio_util::sync::CancellationToken;
-use url::Url;
 
 /// The command's flags.
 #[derive(Args)]
 pub struct ExecArgs {
     /// The TypeScript file to run (`-` for standard input).
     pub file: PathBuf,
-    /// The provider's OpenAPI spec (file or URL): `api.<group>.<method>` calls its operations.
-    #[arg(long)]
-    pub spec: Option<String>,
-    /// The provider's base URL; `api.request` paths and relative `fetch` URLs resolve here.
-    /// Defaults to the spec's first server.
-    #[arg(long)]
-    pub base_url: Option<Url>,
-    /// Another origin scripts may reach (repeatable).
-    #[arg(long = "allow-origin")]
-    pub allow_origins: Vec<Url>,
-    /// Environment variable holding the provider secret; read once, never shown to scripts.
-    #[arg(long)]
-    pub secret_env: Option<String>,
-    /// How the secret is sent: bearer, basic, header:NAME or query:NAME.
-    #[arg(long, default_value = "bearer")]
-    pub auth: AuthScheme,
+    /// The provider.
+    #[command(flatten)]
+    pub provider: ProviderArgs,
     /// Wall-clock limit of the execution, in milliseconds.
     #[arg(long, default_value_t = 30_000)]
     pub timeout_ms: u64,
@@ -57,48 +43,15 @@ pub async fn exec(args: ExecArgs) -> Result<ExitCode> {
         std::fs::read_to_string(&args.file)
             .with_context(|| format!("cannot read {}", args.file.display()))?
     };
-    let credential = match &args.secret_env {
-        None => None,
-        Some(name) => match std::env::var(name) {
-            Ok(value) if !value.is_empty() => Some(Credential {
-                scheme: args.auth.clone(),
-                secret: Secret::new(value),
-            }),
-            _ => bail!("--secret-env {name}: the environment variable {name} is not set"),
-        },
-    };
-    let api = match &args.spec {
-        Some(source) => {
-            let spec = sdkbox::spec::load(source).await?;
-            for warning in &spec.warnings {
-                tracing::warn!(%warning, "spec");
-            }
-            Some(Arc::new(spec.api))
-        }
-        None => None,
-    };
-    let base_url = match (args.base_url, api.as_ref().and_then(|a| a.servers.first())) {
-        (Some(url), _) => url,
-        (None, Some(server)) => Url::parse(server).with_context(|| {
-            format!("the spec's server `{server}` is not an absolute URL; pass --base-url")
-        })?,
-        (None, None) => bail!("--base-url is required when no --spec with servers is given"),
-    };
-    let sdk = api.map(|api| Arc::new(Sdk::new(api)));
-    let egress = Egress::new(EgressConfig {
-        base_url,
-        extra_origins: args.allow_origins,
-        credential,
-        limits: EgressLimits {
-            max_requests: args.max_requests,
-            ..EgressLimits::default()
-        },
-    })?;
-    let limits = ExecLimits {
-        timeout: Duration::from_millis(args.timeout_ms),
-        memory_bytes: args.memory_mb * 1024 * 1024,
-        ..ExecLimits::default()
-    };
+    let mut file = ProviderFile::default();
+    args.provider.apply(&mut file);
+    file.limits.timeout_ms = Some(args.timeout_ms);
+    file.limits.memory_mb = Some(args.memory_mb);
+    file.limits.max_requests = Some(args.max_requests);
+    let loaded = file.load(None, None).await?;
+    let limits = loaded.limits;
+    let sdk = loaded.api.map(|api| Arc::new(Sdk::new(api)));
+    let egress = Egress::new(loaded.egress_config)?;
     let outcome = if args.in_process {
         let sandbox = InProcessSandbox::new(egress, sdk);
         sandbox

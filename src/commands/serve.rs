@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use sdkbox::config::{Embedded, ProviderFile};
+use sdkbox::config::{Embedded, ProviderArgs, ProviderFile};
 use sdkbox::sandbox::ExecLimits;
 use sdkbox::server::{HttpOptions, serve_http};
 use sdkbox::worker::PoolConfig;
@@ -22,21 +22,9 @@ pub struct ServeArgs {
     /// A provider file (TOML); the flags below override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// The OpenAPI spec: a file or an http(s) URL.
-    #[arg(long)]
-    pub spec: Option<String>,
-    /// The provider's base URL (default: the spec's first server).
-    #[arg(long)]
-    pub base_url: Option<Url>,
-    /// Another origin scripts may reach (repeatable).
-    #[arg(long = "allow-origin")]
-    pub allow_origins: Vec<Url>,
-    /// How the secret is sent: bearer, basic, header:NAME or query:NAME.
-    #[arg(long)]
-    pub auth: Option<String>,
-    /// Environment variable holding the provider secret.
-    #[arg(long)]
-    pub secret_env: Option<String>,
+    /// The provider.
+    #[command(flatten)]
+    pub provider: ProviderArgs,
     /// Serve streamable HTTP at /mcp on this address instead of stdio (e.g. 127.0.0.1:8080).
     #[arg(long)]
     pub http: Option<std::net::SocketAddr>,
@@ -85,11 +73,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
     } else {
         (None, None)
     };
-    file.spec = args.spec.or(file.spec);
-    file.base_url = args.base_url.or(file.base_url);
-    file.allowed_origins.extend(args.allow_origins);
-    file.auth = args.auth.or(file.auth);
-    file.secret_env = args.secret_env.or(file.secret_env);
+    args.provider.apply(&mut file);
     file.session_key_header = args.session_key_header.or(file.session_key_header);
     file.limits.workers = args.workers.or(file.limits.workers);
     let pool_config = PoolConfig::for_this_binary(ExecLimits::default().memory_bytes)?;

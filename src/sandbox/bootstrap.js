@@ -1,9 +1,11 @@
-// The sandbox prelude: runs once in each fresh runtime, before the model's code.
+// The sandbox prelude: runs once per runtime (or once into the snapshot runtimes are
+// restored from), before the model's code.
 //
-// It takes what it needs from deno_core (three sdkbox ops and the timer functions), installs
-// `console`, `fetch`, `api`, timers and a few web basics, then removes every way back to
-// deno_core's internals and the engine globals a script has no use for. Its completion
-// value is the harness that the Rust side calls with the model's module namespace.
+// It takes what it needs from deno_core (the sdkbox ops and the timer functions), installs
+// `console`, `fetch`, `api`, timers and a few web basics, and leaves `__sdkbox_seal()`,
+// which the Rust side calls next: it removes every way back to deno_core's internals and the
+// engine globals a script has no use for, and returns the harness that runs the model's
+// module.
 //
 // Nothing here is a security boundary: every limit is enforced in Rust. A script that
 // breaks these helpers only breaks its own call.

@@ -24,7 +24,7 @@ mod source;
 mod truncate;
 
 pub use errors::cancelled as cancelled_error;
-pub use finish::finish;
+use finish::finish;
 pub use network::{Gateway, Network, NetworkError, NetworkFuture};
 pub use outcome::{ConsoleLine, ErrorKind, ExecError, Outcome, Timings, Truncation};
 pub use report::Report;
@@ -125,18 +125,42 @@ impl InProcessSandbox {
         limits: &ExecLimits,
         cancel: CancellationToken,
     ) -> Outcome {
-        let started = Instant::now();
-        let deadline = started + limits.timeout;
-        let session = self.egress.session(deadline, cancel.clone());
         let prepared = prepare(RuntimeSettings {
             memory_bytes: limits.memory_bytes,
             test_crash_op: false,
             snapshot: None,
         });
-        let network: Arc<dyn Network> = Arc::new(Gateway::new(session.clone(), self.sdk.clone()));
-        let report = run_code(code, limits, network, cancel, deadline, prepared).await;
-        let mut outcome = finish(report, session.calls(), limits, self.egress.scrubber());
-        outcome.duration_ms = started.elapsed().as_millis() as u64;
-        outcome
+        execute_with(
+            &self.egress,
+            self.sdk.clone(),
+            limits,
+            cancel,
+            |gateway, cancel, deadline| run_code(code, limits, gateway, cancel, deadline, prepared),
+        )
+        .await
     }
+}
+
+/// One execution from the side that holds egress: opens its session and gateway with the
+/// deadline, lets `run` produce the report (in this process or a worker), then finishes the
+/// outcome (parse, cut, scrub) with the call log.
+pub async fn execute_with<F, Fut>(
+    egress: &Egress,
+    sdk: Option<Arc<Sdk>>,
+    limits: &ExecLimits,
+    cancel: CancellationToken,
+    run: F,
+) -> Outcome
+where
+    F: FnOnce(Arc<Gateway>, CancellationToken, Instant) -> Fut,
+    Fut: std::future::Future<Output = Report>,
+{
+    let started = Instant::now();
+    let deadline = started + limits.timeout;
+    let session = egress.session(deadline, cancel.clone());
+    let gateway = Arc::new(Gateway::new(session.clone(), sdk));
+    let report = run(gateway, cancel, deadline).await;
+    let mut outcome = finish(report, session.calls(), limits, egress.scrubber());
+    outcome.duration_ms = started.elapsed().as_millis() as u64;
+    outcome
 }

@@ -1,4 +1,5 @@
-//! The three ops the prelude may call, and the state they keep for the Rust side.
+//! The ops the prelude may call (console, raw request, SDK call, result, and a test-only
+//! crash), and the state they keep for the Rust side.
 //!
 //! Ops never panic (a panic inside an op aborts the process on QuickJS): state is reached
 //! with `try_borrow`, and every failure becomes a value the prelude turns into a JS error.

@@ -55,6 +55,9 @@ pub struct Provider {
 pub struct SdkboxServer {
     provider: Arc<Provider>,
     tool_router: ToolRouter<Self>,
+    /// Egress with the key this session's client sent, built at its first call and reused
+    /// while the key stays the same (an HTTP client per call would be wasted work).
+    session_egress: Arc<std::sync::Mutex<Option<(String, Egress)>>>,
 }
 
 #[tool_router]
@@ -64,6 +67,7 @@ impl SdkboxServer {
         Self {
             provider,
             tool_router: Self::tool_router(),
+            session_egress: Arc::default(),
         }
     }
 
@@ -140,6 +144,15 @@ impl SdkboxServer {
         let Some(key) = key.filter(|k| !k.is_empty()) else {
             return Ok(provider.egress.clone());
         };
+        let mut cached = self
+            .session_egress
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((cached_key, egress)) = cached.as_ref()
+            && *cached_key == key
+        {
+            return Ok(egress.clone());
+        }
         let mut config = provider.egress_config.clone();
         let scheme = config
             .credential
@@ -147,9 +160,12 @@ impl SdkboxServer {
             .map_or(crate::egress::AuthScheme::Bearer, |c| c.scheme.clone());
         config.credential = Some(Credential {
             scheme,
-            secret: crate::egress::Secret::new(key),
+            secret: crate::egress::Secret::new(key.clone()),
         });
-        Egress::new(config).map_err(|e| ErrorData::internal_error(e.to_string(), None))
+        let egress =
+            Egress::new(config).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        *cached = Some((key, egress.clone()));
+        Ok(egress)
     }
 }
 

@@ -16,7 +16,7 @@ use super::PoolError;
 use super::child::WorkerSettings;
 use super::process::{RunFailure, WorkerProcess};
 use crate::egress::Egress;
-use crate::sandbox::{ErrorKind, ExecError, ExecLimits, Gateway, Outcome, Report, finish};
+use crate::sandbox::{ErrorKind, ExecError, ExecLimits, Gateway, Outcome, Report, execute_with};
 use crate::sdk::Sdk;
 
 /// How the pool runs.
@@ -142,17 +142,19 @@ impl Pool {
         limits: &ExecLimits,
         cancel: CancellationToken,
     ) -> Outcome {
-        let started = Instant::now();
-        let deadline = started + limits.timeout;
-        let session = target.egress.session(deadline, cancel.clone());
-        let gateway = Arc::new(Gateway::new(session.clone(), target.sdk.clone()));
-        let report = self
-            .inner
-            .run(code, limits, &gateway, &cancel, deadline)
-            .await;
-        let mut outcome = finish(report, session.calls(), limits, target.egress.scrubber());
-        outcome.duration_ms = started.elapsed().as_millis() as u64;
-        outcome
+        let sdk = target.sdk.clone();
+        execute_with(
+            &target.egress,
+            sdk,
+            limits,
+            cancel,
+            |gateway, cancel, deadline| async move {
+                self.inner
+                    .run(code, limits, &gateway, &cancel, deadline)
+                    .await
+            },
+        )
+        .await
     }
 
     /// Process ids of the worker processes alive now, for tests and metrics.

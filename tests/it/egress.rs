@@ -3,12 +3,10 @@
 //! planted secret never comes back.
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use sdkbox::egress::{AuthScheme, EgressLimits};
 use sdkbox::sandbox::{ErrorKind, ExecLimits, Outcome};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 use crate::provider::Provider;
 use crate::support::{self, CANARY, quick, run};
@@ -289,12 +287,7 @@ async fn deadline_and_cancellation_stop_requests_in_flight() {
     assert_eq!(outcome.error.unwrap().kind, ErrorKind::Timeout);
     assert!(outcome.duration_ms < 2_000, "{}", outcome.duration_ms);
 
-    let cancel = CancellationToken::new();
-    let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        trigger.cancel();
-    });
+    let cancel = crate::support::cancel_after(200);
     let outcome = sandbox
         .execute(
             "return await (await fetch('/v1/slow')).text();",

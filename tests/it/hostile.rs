@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use sdkbox::sandbox::{ErrorKind, ExecLimits, InProcessSandbox, Outcome};
-use tokio_util::sync::CancellationToken;
 
 use crate::support::{self, quick, run};
 
@@ -195,12 +194,7 @@ return { probe, attempts };
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_stops_the_script() {
     let sandbox = support::offline();
-    let cancel = CancellationToken::new();
-    let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        trigger.cancel();
-    });
+    let cancel = crate::support::cancel_after(200);
     let outcome = sandbox
         .execute("while (true) {}", &quick(20_000), cancel)
         .await;

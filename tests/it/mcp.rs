@@ -221,13 +221,7 @@ async fn http_stateless_mode_serves_the_tools() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_client_may_use_its_own_provider_key() {
     let provider = Provider::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let spec = dir.path().join("echo.yaml");
-    std::fs::write(
-        &spec,
-        "openapi: 3.0.0\ninfo: {title: Echo, version: '1'}\npaths: {}\n",
-    )
-    .unwrap();
+    let (_dir, spec) = echo_spec();
     let mut command = sdkbox();
     command
         .args([
@@ -271,6 +265,16 @@ async fn a_remote_client_may_use_its_own_provider_key() {
             Some("Bearer client-key-5678".to_owned())
         ]
     );
+}
+
+/// A spec of one operation, `api.echo.get()`: GET /echo on the test provider.
+fn echo_spec() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("echo.yaml");
+    let text = "openapi: 3.0.0\ninfo: {title: Echo, version: '1'}\npaths:\n  /echo:\n    get:\n      \
+                operationId: echo/get\n      responses: {'200': {description: ok}}\n";
+    std::fs::write(&spec, text).unwrap();
+    (dir, spec)
 }
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
@@ -378,13 +382,7 @@ async fn malformed_messages_get_errors_and_the_server_keeps_serving() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_execution_stops_calling_the_provider() {
     let provider = Provider::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let spec = dir.path().join("echo.yaml");
-    std::fs::write(
-        &spec,
-        "openapi: 3.0.0\ninfo: {title: Echo, version: '1'}\npaths:\n  /echo:\n    get:\n      operationId: echo/get\n      responses: {'200': {description: ok}}\n",
-    )
-    .unwrap();
+    let (_dir, spec) = echo_spec();
     let mut child = sdkbox()
         .args([
             "serve",

@@ -152,12 +152,7 @@ async fn a_native_loop_past_its_deadline_is_killed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_reaches_the_worker() {
     let pool = offline_pool(config(1)).await;
-    let cancel = CancellationToken::new();
-    let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        trigger.cancel();
-    });
+    let cancel = crate::support::cancel_after(300);
     let outcome = pool
         .execute("while (true) {}", &quick(20_000), cancel)
         .await;

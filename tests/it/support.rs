@@ -51,3 +51,14 @@ pub async fn run(sandbox: &InProcessSandbox, code: &str, limits: &ExecLimits) ->
 pub fn text(outcome: &Outcome) -> String {
     serde_json::to_string(outcome).unwrap()
 }
+
+/// A token that is cancelled after `millis`, as a client cancelling mid-call would.
+pub fn cancel_after(millis: u64) -> CancellationToken {
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(millis)).await;
+        trigger.cancel();
+    });
+    cancel
+}
