@@ -62,6 +62,8 @@ pub struct Operation {
     pub body: Option<Body>,
     /// Shape of the success response body, if JSON.
     pub response: Option<Arc<Shape>>,
+    /// The named schema the success response returns (a list's item schema), if any.
+    pub resource: Option<String>,
     /// Whether the spec marks it deprecated.
     pub deprecated: bool,
 }

@@ -213,6 +213,7 @@ mod tests {
             params: Vec::new(),
             body: None,
             response: None,
+            resource: None,
             deprecated: false,
         }
     }

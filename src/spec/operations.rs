@@ -95,6 +95,7 @@ fn operation(
                 .collect()
         })
         .unwrap_or_default();
+    let success = success_schema(spec.get("responses"), schemas)?;
     Ok(Operation {
         id,
         method: method.to_uppercase(),
@@ -110,7 +111,10 @@ fn operation(
             schemas,
         )?,
         body: body(spec.get("requestBody"), schemas)?,
-        response: response(spec.get("responses"), schemas)?,
+        response: success.map(|schema| schemas.shape(schema)).transpose()?,
+        // The named schema it returns (for lists, that of the items): its description says
+        // what the operation is about in the provider's words.
+        resource: success.and_then(first_schema_name),
         deprecated: spec.get("deprecated").and_then(Value::as_bool) == Some(true),
     })
 }
@@ -209,7 +213,29 @@ fn body(raw: Option<&Value>, schemas: &mut Schemas) -> Result<Option<Body>, RefE
     }))
 }
 
-fn response(raw: Option<&Value>, schemas: &mut Schemas) -> Result<Option<Arc<Shape>>, RefError> {
+/// The first `#/components/schemas/<name>` reference in `schema`, depth first.
+fn first_schema_name(schema: &Value) -> Option<String> {
+    match schema {
+        Value::Object(map) => {
+            if let Some(name) = map
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix("#/components/schemas/"))
+            {
+                return Some(name.to_owned());
+            }
+            map.values().find_map(first_schema_name)
+        }
+        Value::Array(items) => items.iter().find_map(first_schema_name),
+        _ => None,
+    }
+}
+
+/// The JSON schema of the first success response, as the spec writes it.
+fn success_schema<'v>(
+    raw: Option<&'v Value>,
+    schemas: &Schemas<'v>,
+) -> Result<Option<&'v Value>, RefError> {
     let Some(responses) = raw.and_then(Value::as_object) else {
         return Ok(None);
     };
@@ -219,15 +245,9 @@ fn response(raw: Option<&Value>, schemas: &mut Schemas) -> Result<Option<Arc<Sha
         return Ok(None);
     };
     let response = schemas.resolve(&responses[code.as_str()])?;
-    let Some(content) = response.get("content").and_then(Value::as_object) else {
-        return Ok(None);
-    };
-    match content
-        .iter()
-        .find(|(t, _)| t.contains("json"))
-        .and_then(|(_, m)| m.get("schema"))
-    {
-        Some(schema) => schemas.shape(schema).map(Some),
-        None => Ok(None),
-    }
+    Ok(response
+        .get("content")
+        .and_then(Value::as_object)
+        .and_then(|content| content.iter().find(|(t, _)| t.contains("json")))
+        .and_then(|(_, media)| media.get("schema")))
 }
