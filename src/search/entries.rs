@@ -37,12 +37,16 @@ pub struct Fields {
     pub description: String,
     pub params: String,
     pub verbs: String,
+    pub about: String,
     pub group: String,
     pub method: String,
 }
 
-/// The searchable text of an operation.
-pub fn operation_fields(op: &Operation) -> Fields {
+/// How much of a resource's description is searched with each operation returning it.
+const ABOUT_CHARS: usize = 400;
+
+/// The searchable text of an operation; `about` describes the resource it returns.
+pub fn operation_fields(op: &Operation, about: &str) -> Fields {
     let mut params: Vec<String> = op
         .params
         .iter()
@@ -63,6 +67,7 @@ pub fn operation_fields(op: &Operation) -> Fields {
         description: shorten(&op.description, 600),
         params: params.join(" "),
         verbs: verbs(op),
+        about: shorten(about, ABOUT_CHARS),
         group: op.group.clone(),
         method: op.method.clone(),
     }

@@ -1,8 +1,12 @@
 //! The tantivy index over the entries: field boosts for BM25, filters by method and group,
 //! a typo-tolerant fallback when nothing matches, and "did you mean" hints.
 
+use std::collections::HashMap;
+
 use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, BoostQuery, FuzzyTermQuery, Occur, Query, TermQuery};
+use tantivy::query::{
+    BooleanQuery, BoostQuery, DisjunctionMaxQuery, FuzzyTermQuery, Occur, Query, TermQuery,
+};
 use tantivy::schema::{
     Field, IndexRecordOption, STORED, STRING, Schema, TantivyDocument, TextFieldIndexing,
     TextOptions, Value,
@@ -16,13 +20,22 @@ use crate::spec::Api;
 
 /// The text fields and their boosts: names and summaries say most about an operation.
 const BOOSTS: &[(&str, f32)] = &[
-    ("name", 3.0),
+    ("name", 2.0),
     ("summary", 2.5),
     ("path", 2.0),
-    ("verbs", 1.2),
+    ("verbs", 2.0),
     ("description", 1.0),
-    ("params", 0.5),
+    ("params", 1.0),
+    ("about", 1.0),
 ];
+
+/// Entries scored by text before weighing: enough that weighing can lift an operation from
+/// well below the first page.
+const CANDIDATES: usize = 50;
+
+/// How much a query word's matches in its other fields add to its best field's score: a word
+/// found in an operation's name, path and summary is one word matched, not three.
+const TIE_BREAKER: f32 = 0.1;
 
 /// The built index and the entries its documents stand for.
 pub struct Built {
@@ -65,9 +78,23 @@ pub fn build(api: &Api, guides: &[GuideSection]) -> Result<Built, SearchError> {
     tokenize::register(&index);
     let mut writer = index.writer_with_num_threads(1, 50_000_000)?;
     let entries = entries::all(api, guides);
+    let resources: HashMap<&str, &str> = api
+        .schemas
+        .iter()
+        .map(|s| (s.name.as_str(), s.description.as_str()))
+        .collect();
     for (number, item) in entries.iter().enumerate() {
         let (fields, kind_name) = match *item {
-            Entry::Operation(i) => (entries::operation_fields(&api.operations[i]), "operation"),
+            Entry::Operation(i) => {
+                let op = &api.operations[i];
+                let about = op
+                    .resource
+                    .as_deref()
+                    .and_then(|name| resources.get(name))
+                    .copied()
+                    .unwrap_or_default();
+                (entries::operation_fields(op, about), "operation")
+            }
             Entry::Schema(i) => (entries::schema_fields(&api.schemas[i]), "schema"),
             Entry::Guide(i) => (entries::guide_fields(&guides[i]), "guide"),
         };
@@ -95,7 +122,7 @@ pub fn build(api: &Api, guides: &[GuideSection]) -> Result<Built, SearchError> {
 }
 
 /// The field texts in the order of [`BOOSTS`].
-fn texts(fields: &Fields) -> [&str; 6] {
+fn texts(fields: &Fields) -> [&str; 7] {
     [
         &fields.name,
         &fields.summary,
@@ -103,28 +130,29 @@ fn texts(fields: &Fields) -> [&str; 6] {
         &fields.verbs,
         &fields.description,
         &fields.params,
+        &fields.about,
     ]
 }
 
 impl Built {
-    /// The best `limit` entries for `query`, with scores; fuzzy when exact terms find nothing.
+    /// The best `limit` entries for the analyzed `terms`, with scores; fuzzy when exact terms
+    /// find nothing.
     /// `weight` scales an entry's BM25 score: an agent searching docs mostly wants operations.
     pub fn search(
         &self,
-        query: &str,
+        terms: &[String],
         limit: usize,
         filters: &Filters,
         weight: impl Fn(Entry) -> f32,
     ) -> Result<Vec<(Entry, f32)>, SearchError> {
-        let terms = tokenize::terms(query);
         if terms.is_empty() {
             return Ok(Vec::new());
         }
-        let candidates = limit * 4;
-        let exact = self.query(&terms, filters, false);
+        let candidates = (limit * 4).max(CANDIDATES);
+        let exact = self.query(terms, filters, false);
         let mut found = self.run(&*exact, candidates)?;
         if found.is_empty() {
-            let fuzzy = self.query(&terms, filters, true);
+            let fuzzy = self.query(terms, filters, true);
             found = self.run(&*fuzzy, candidates)?;
         }
         for (entry, score) in &mut found {
@@ -138,6 +166,7 @@ impl Built {
     fn query(&self, terms: &[String], filters: &Filters, fuzzy: bool) -> Box<dyn Query> {
         let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for term in terms {
+            let mut per_field: Vec<Box<dyn Query>> = Vec::new();
             for (field, boost) in &self.text_fields {
                 let t = Term::from_field_text(*field, term);
                 let q: Box<dyn Query> = if fuzzy {
@@ -146,8 +175,15 @@ impl Built {
                 } else {
                     Box::new(TermQuery::new(t, IndexRecordOption::WithFreqs))
                 };
-                should.push((Occur::Should, Box::new(BoostQuery::new(q, *boost))));
+                per_field.push(Box::new(BoostQuery::new(q, *boost)));
             }
+            should.push((
+                Occur::Should,
+                Box::new(DisjunctionMaxQuery::with_tie_breaker(
+                    per_field,
+                    TIE_BREAKER,
+                )),
+            ));
         }
         let mut clauses: Vec<(Occur, Box<dyn Query>)> =
             vec![(Occur::Must, Box::new(BooleanQuery::new(should)))];

@@ -1,8 +1,16 @@
-//! What a query asks to do, and what an operation does: list, get, create, update or delete.
-//! Agents ask with verbs ("remove the webhook", "open an issue"); specs say DELETE and POST.
-//! When the query's verb matches an operation's action, that operation is preferred.
+//! What a query asks for, read once per search: the action (list, get, create, update or
+//! delete), the words it uses for API nouns and verbs, and the scope it names (an
+//! organization, an enterprise, the caller's own account). Agents ask with everyday words
+//! ("remove the webhook", "my repositories", "which teams..."); specs say DELETE, `repos`,
+//! `for-authenticated-user` and GET on a collection.
 
-use crate::spec::{Operation, words};
+use std::collections::HashSet;
+
+use super::lexicon::{
+    GENERIC_NAME_VERBS, ORG_WORDS, PREAMBLE, QUESTION_WORDS, SELF_WORDS, SYNONYMS, VERBS,
+};
+use super::tokenize;
+use crate::spec::words;
 
 /// The kind of action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,73 +27,186 @@ pub enum Action {
     Delete,
 }
 
-const VERBS: &[(&str, Action)] = &[
-    ("list", Action::List),
-    ("find", Action::List),
-    ("search", Action::List),
-    ("browse", Action::List),
-    ("get", Action::Get),
-    ("retrieve", Action::Get),
-    ("fetch", Action::Get),
-    ("show", Action::Get),
-    ("read", Action::Get),
-    ("view", Action::Get),
-    ("look", Action::Get),
-    ("download", Action::Get),
-    ("create", Action::Create),
-    ("add", Action::Create),
-    ("new", Action::Create),
-    ("make", Action::Create),
-    ("register", Action::Create),
-    ("open", Action::Create),
-    ("start", Action::Create),
-    ("issue", Action::Create),
-    ("submit", Action::Create),
-    ("send", Action::Create),
-    ("place", Action::Create),
-    ("post", Action::Create),
-    ("generate", Action::Create),
-    ("invite", Action::Create),
-    ("upload", Action::Create),
-    ("update", Action::Update),
-    ("edit", Action::Update),
-    ("modify", Action::Update),
-    ("change", Action::Update),
-    ("set", Action::Update),
-    ("rename", Action::Update),
-    ("archive", Action::Update),
-    ("close", Action::Update),
-    ("delete", Action::Delete),
-    ("remove", Action::Delete),
-    ("revoke", Action::Delete),
-    ("destroy", Action::Delete),
-    ("drop", Action::Delete),
-    ("unstar", Action::Delete),
-];
+/// A scope an operation can be limited to, which its name says ("listForOrg").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// An organization.
+    Org,
+    /// An enterprise.
+    Enterprise,
+    /// The caller's own account.
+    Own,
+    /// Test helpers, not the live API.
+    Test,
+}
 
-/// The action the query's first verb asks for, if it has one.
-pub fn of_query(query: &str) -> Option<Action> {
-    query
-        .split(|c: char| !c.is_alphanumeric())
-        .find_map(|word| {
-            let lower = word.to_ascii_lowercase();
-            VERBS
-                .iter()
-                .find(|(verb, _)| *verb == lower)
-                .map(|(_, action)| *action)
-        })
+/// What a query asks for.
+#[derive(Debug, Clone)]
+pub struct Intent {
+    /// The action asked for, if the query says or implies one.
+    pub action: Option<Action>,
+    /// The query's analyzed terms, and those of the spec's words for what it says.
+    pub terms: Vec<String>,
+    /// Scopes the query names.
+    pub scopes: Vec<Scope>,
+    /// The query's leading verb and its synonyms, analyzed ("request reviewers" -> request).
+    pub verbs: Vec<String>,
+}
+
+impl Intent {
+    /// Reads `query`; `api_verbs` are the analyzed verbs the API names operations by
+    /// ("lock", "request"), so that "request reviewers" is read as a request, not a list.
+    pub fn read(query: &str, api_verbs: &HashSet<String>) -> Self {
+        let plain: Vec<String> = query
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_ascii_lowercase)
+            .collect();
+        let said = rewrite(&plain);
+        let meaning = said
+            .iter()
+            .filter_map(|word| word.meaning)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut terms = tokenize::terms(query);
+        for term in tokenize::terms(&meaning) {
+            if !terms.contains(&term) {
+                terms.push(term);
+            }
+        }
+        let scopes = scopes_named(&plain, &terms);
+        let verbs = leading_verb(&said)
+            .map(|word| tokenize::terms(&format!("{} {}", word.text, word.meaning.unwrap_or(""))))
+            .unwrap_or_default();
+        Self {
+            action: action_of(&said, api_verbs),
+            terms,
+            scopes,
+            verbs,
+        }
+    }
+
+    /// Whether the query's leading verb is `verb` (analyzed the same way), itself or through
+    /// a synonym.
+    pub fn asks_to(&self, verb: &str) -> bool {
+        tokenize::terms(verb)
+            .first()
+            .is_some_and(|t| self.verbs.contains(t))
+    }
+}
+
+/// The scopes a query names: "in our org", "my repositories", "the authenticated user".
+fn scopes_named(plain: &[String], terms: &[String]) -> Vec<Scope> {
+    let says = |test: &dyn Fn(&str) -> bool| plain.iter().any(|w| test(w));
+    let mut scopes = Vec::new();
+    if says(&|w| ORG_WORDS.contains(&w)) {
+        scopes.push(Scope::Org);
+    }
+    if says(&|w| w.starts_with("enterprise")) {
+        scopes.push(Scope::Enterprise);
+    }
+    if says(&|w| SELF_WORDS.contains(&w)) || terms.iter().any(|t| t == "authent") {
+        scopes.push(Scope::Own);
+    }
+    if says(&|w| w.starts_with("test")) {
+        scopes.push(Scope::Test);
+    }
+    scopes
+}
+
+/// A word or phrase of the query, and the spec's words for it if the lexicon knows them.
+struct Said {
+    text: String,
+    meaning: Option<&'static str>,
+}
+
+/// The query as words and known phrases, longest phrase first: "set up a repo" is
+/// [set up (create), a, repo].
+fn rewrite(plain: &[String]) -> Vec<Said> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < plain.len() {
+        let phrase = (1..=3).rev().find_map(|n| {
+            let words = plain.get(at..at + n)?.join(" ");
+            let (_, meaning) = SYNONYMS.iter().find(|(w, _)| *w == words)?;
+            Some((n, words, *meaning))
+        });
+        match phrase {
+            Some((n, text, meaning)) => {
+                out.push(Said {
+                    text,
+                    meaning: Some(meaning),
+                });
+                at += n;
+            }
+            None => {
+                out.push(Said {
+                    text: plain[at].clone(),
+                    meaning: None,
+                });
+                at += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The query's first word after any preamble, the verb of a request ("lock an issue").
+fn leading_verb(said: &[Said]) -> Option<&Said> {
+    said.iter().find(|w| !PREAMBLE.contains(&w.text.as_str()))
+}
+
+/// The action of the query's first verb (a phrase's meaning counts: "set up" creates);
+/// without one, a question about many things or a plural noun asks for a list.
+fn action_of(said: &[Said], api_verbs: &HashSet<String>) -> Option<Action> {
+    let verb_of = |word: &str| VERBS.iter().find(|(v, _)| *v == word).map(|(_, a)| *a);
+    if let Some(leading) = leading_verb(said)
+        && verb_of(&leading.text).is_none()
+        && tokenize::terms(&leading.text)
+            .first()
+            .is_some_and(|stem| api_verbs.contains(stem))
+    {
+        return None;
+    }
+    for (i, word) in said.iter().enumerate() {
+        let meaning_verb = || word.meaning.and_then(|m| m.split(' ').find_map(verb_of));
+        let Some(action) = verb_of(&word.text).or_else(meaning_verb) else {
+            continue;
+        };
+        // "open pull requests" describes; "open an issue" acts.
+        if word.text == "open"
+            && !said
+                .get(i + 1)
+                .is_some_and(|n| n.text == "a" || n.text == "an")
+        {
+            continue;
+        }
+        return Some(action);
+    }
+    let asks_many = said
+        .iter()
+        .any(|w| QUESTION_WORDS.contains(&w.text.as_str()))
+        || said.iter().any(|w| is_plural(&w.text));
+    asks_many.then_some(Action::List)
+}
+
+/// A rough English plural: "webhooks", "branches", but not "status" or "access".
+fn is_plural(word: &str) -> bool {
+    word.len() > 3
+        && word.ends_with('s')
+        && !["ss", "us", "is"].iter().any(|end| word.ends_with(end))
 }
 
 /// What an operation does, from its method, path and SDK name.
-pub fn of_operation(op: &Operation) -> Action {
-    let name = words(&op.name);
+pub fn of_operation(name: &str, method: &str, path: &str) -> Action {
+    let name = words(name);
     if let Some(first) = name.first()
         && let Some((_, action)) = VERBS.iter().find(|(verb, _)| verb == first)
     {
         return *action;
     }
-    let item = op.path.trim_end_matches('/').ends_with('}');
-    match (op.method.as_str(), item) {
+    let item = path.trim_end_matches('/').ends_with('}');
+    match (method, item) {
         ("GET", false) => Action::List,
         ("GET", true) => Action::Get,
         ("POST", false) | ("PUT", false) => Action::Create,
@@ -94,45 +215,95 @@ pub fn of_operation(op: &Operation) -> Action {
     }
 }
 
-/// Words people use for an API's nouns, added to a query: specs abbreviate ("repos",
-/// "org") where people do not, and the other way round.
-pub fn expand(query: &str) -> String {
-    const SYNONYMS: &[(&str, &str)] = &[
-        ("repository", "repo"),
-        ("repositories", "repos"),
-        ("organization", "org"),
-        ("organizations", "orgs"),
-        ("pr", "pull request"),
-        ("prs", "pull requests"),
-        ("webhook", "hook"),
-        ("webhooks", "hooks"),
-        ("remove", "delete"),
-        ("fetch", "get"),
-        ("retrieve", "get"),
-        ("me", "authenticated user"),
-        ("card", "payment method"),
-        ("cards", "payment methods"),
-    ];
-    let mut out = query.to_owned();
-    for word in query.split(|c: char| !c.is_alphanumeric()) {
-        let lower = word.to_ascii_lowercase();
-        if let Some((_, extra)) = SYNONYMS.iter().find(|(w, _)| *w == lower) {
-            out.push(' ');
-            out.push_str(extra);
-        }
+/// The verb an operation is named by when it is not one of the everyday CRUD verbs ("lock",
+/// "capture", "star"): such operations are asked for by that verb. The name's first word
+/// counts only for an operation that changes something and when its path says it too
+/// (`POST .../issues/{n}/lock`), so nouns leading a name (`secretsFind`) do not.
+pub fn special_verb(name: &str, method: &str, path: &str) -> Option<String> {
+    let first = words(name).into_iter().next()?;
+    let generic = VERBS.iter().any(|(verb, _)| *verb == first)
+        || GENERIC_NAME_VERBS.contains(&first.as_str());
+    if generic || method == "GET" {
+        return None;
     }
-    out
+    let stem = tokenize::terms(&first).pop()?;
+    tokenize::terms(path).contains(&stem).then_some(first)
+}
+
+/// The scopes an operation's group and name limit it to.
+pub fn scopes_of(group: &str, name: &str) -> Vec<Scope> {
+    let name: Vec<String> = words(group).into_iter().chain(words(name)).collect();
+    let has = |w: &str| name.iter().any(|n| n == w);
+    let mut scopes = Vec::new();
+    if has("org") || has("orgs") || has("organization") {
+        scopes.push(Scope::Org);
+    }
+    if has("enterprise") || has("enterprises") {
+        scopes.push(Scope::Enterprise);
+    }
+    if has("authenticated") {
+        scopes.push(Scope::Own);
+    }
+    if has("test") {
+        scopes.push(Scope::Test);
+    }
+    scopes
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn read(query: &str) -> Intent {
+        Intent::read(query, &HashSet::from(["request".to_owned()]))
+    }
+
+    fn action(query: &str) -> Option<Action> {
+        read(query).action
+    }
+
     #[test]
-    fn queries_say_what_they_want_done() {
-        assert_eq!(of_query("remove a webhook"), Some(Action::Delete));
-        assert_eq!(of_query("Open a new issue"), Some(Action::Create));
-        assert_eq!(of_query("which webhooks are configured"), None);
-        assert_eq!(expand("get a repository"), "get a repository repo");
+    fn queries_say_or_imply_what_they_want_done() {
+        assert_eq!(action("remove a webhook"), Some(Action::Delete));
+        assert_eq!(action("Open a new issue"), Some(Action::Create));
+        assert_eq!(action("which webhooks are configured"), Some(Action::List));
+        assert_eq!(action("open pull requests"), Some(Action::List));
+        assert_eq!(action("CI status of a commit"), None);
+        assert_eq!(action("set up a milestone"), Some(Action::Create));
+        assert_eq!(action("stop a workflow run"), Some(Action::Delete));
+    }
+
+    #[test]
+    fn synonyms_and_scopes_are_read() {
+        let intent = read("stop a workflow run in my org");
+        assert!(intent.asks_to("cancel"));
+        assert!(!read("create a pull request").asks_to("request"));
+        assert_eq!(read("request reviewers for a pull request").action, None);
+        assert!(intent.scopes.contains(&Scope::Org));
+        assert!(intent.scopes.contains(&Scope::Own));
+        assert!(!intent.scopes.contains(&Scope::Enterprise));
+    }
+
+    #[test]
+    fn operations_say_what_they_do() {
+        assert_eq!(
+            of_operation("listForOrg", "GET", "/orgs/{org}/repos"),
+            Action::List
+        );
+        let lock = special_verb("lock", "PUT", "/repos/{owner}/{repo}/issues/{n}/lock");
+        assert_eq!(lock, Some("lock".into()));
+        assert_eq!(
+            special_verb("secretsFind", "GET", "/v1/apps/secrets/find"),
+            None
+        );
+        assert_eq!(
+            special_verb("createForOrg", "POST", "/orgs/{org}/repos"),
+            None
+        );
+        assert_eq!(
+            scopes_of("repos", "listForAuthenticatedUser"),
+            vec![Scope::Own]
+        );
+        assert_eq!(scopes_of("enterpriseTeams", "add"), vec![Scope::Enterprise]);
     }
 }

@@ -6,6 +6,8 @@ mod entries;
 mod hit;
 mod index;
 mod intent;
+mod lexicon;
+mod rank;
 mod tokenize;
 
 pub use entries::{GuideSection, read_guides, split_guide};
@@ -13,7 +15,9 @@ pub use entries::{GuideSection, read_guides, split_guide};
 use entries::Entry;
 pub use hit::{Detail, Hit};
 pub use index::Filters;
+use intent::Intent;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -56,36 +60,28 @@ impl Results {
     }
 }
 
-/// How much to trust an operation's text score: more when it does what the query asks,
-/// less when it is deprecated or nested deep (the top-level resource is usually meant).
-fn operation_weight(op: &crate::spec::Operation, wanted: Option<intent::Action>) -> f32 {
-    let mut weight = 1.0;
-    if wanted.is_some_and(|w| w == intent::of_operation(op)) {
-        weight *= 1.5;
-    }
-    if op.deprecated {
-        weight *= 0.5;
-    }
-    let depth = op
-        .path
-        .split('/')
-        .filter(|s| !s.is_empty() && !s.starts_with('{'))
-        .count();
-    weight / (1.0 + 0.08 * depth.saturating_sub(1) as f32)
-}
-
 /// The docs index of one provider.
 pub struct DocsIndex {
     api: Arc<Api>,
     guides: Vec<GuideSection>,
     built: index::Built,
+    traits: Vec<rank::Traits>,
+    verbs: HashSet<String>,
 }
 
 impl DocsIndex {
     /// Indexes `api` and its guide sections.
     pub fn build(api: Arc<Api>, guides: Vec<GuideSection>) -> Result<Self, SearchError> {
         let built = index::build(&api, &guides)?;
-        Ok(Self { api, guides, built })
+        let traits = rank::traits(&api);
+        let verbs = rank::verbs(&traits);
+        Ok(Self {
+            api,
+            guides,
+            built,
+            traits,
+            verbs,
+        })
     }
 
     /// Documents in the index.
@@ -107,13 +103,11 @@ impl DocsIndex {
         filters: &Filters,
     ) -> Result<Results, SearchError> {
         let limit = limit.clamp(1, MAX_LIMIT);
-        let api = &self.api;
-        let wanted = intent::of_query(query);
-        let expanded = intent::expand(query);
+        let intent = Intent::read(query, &self.verbs);
         let found = self
             .built
-            .search(&expanded, limit, filters, |entry| match entry {
-                Entry::Operation(i) => operation_weight(&api.operations[i], wanted),
+            .search(&intent.terms, limit, filters, |entry| match entry {
+                Entry::Operation(i) => rank::weight(&self.traits[i], &intent),
                 Entry::Schema(_) => 0.5,
                 Entry::Guide(_) => 0.8,
             })?;
