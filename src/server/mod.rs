@@ -78,7 +78,7 @@ impl SdkboxServer {
     )]
     async fn search_docs(
         &self,
-        Parameters(input): Parameters<tools::SearchDocs>,
+        Parameters(tools::Checked(input)): Parameters<tools::Checked<tools::SearchDocs>>,
     ) -> Result<CallToolResult, ErrorData> {
         let filters = Filters {
             method: input.method,
@@ -105,7 +105,7 @@ impl SdkboxServer {
     )]
     async fn execute(
         &self,
-        Parameters(input): Parameters<tools::Execute>,
+        Parameters(tools::Checked(input)): Parameters<tools::Checked<tools::Execute>>,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let mut limits = self.provider.limits.clone();

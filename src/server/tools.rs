@@ -2,18 +2,56 @@
 //! their output schemas, and how results become tool results. What the model caused is a
 //! tool result with `isError`; only server faults are protocol errors.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::{CallToolResult, JsonObject};
-use schemars::JsonSchema;
-use serde::Deserialize;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer};
 use serde_json::json;
 
 use crate::sandbox::Outcome;
 use crate::search::{Detail, Results};
 
+/// A tool input whose deserialization errors name the argument at fault ("`code`: invalid
+/// type: integer `42`, expected a string"): serde alone says only what it expected, and the
+/// model needs to know which argument to fix. Its schema is that of `T`.
+#[derive(Debug)]
+pub struct Checked<T>(pub T);
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for Checked<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        serde_path_to_error::deserialize(value)
+            .map(Checked)
+            .map_err(|error| {
+                let path = error.path().to_string();
+                match path.as_str() {
+                    "." => D::Error::custom(error.inner()),
+                    _ => D::Error::custom(format!("`{path}`: {}", error.inner())),
+                }
+            })
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for Checked<T> {
+    fn schema_name() -> Cow<'static, str> {
+        T::schema_name()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        T::json_schema(generator)
+    }
+
+    fn inline_schema() -> bool {
+        T::inline_schema()
+    }
+}
+
 /// `search_docs` input.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SearchDocs {
     /// What you need, in plain words: "refund an order", "list a customer's orders".
     pub query: String,
@@ -29,6 +67,7 @@ pub struct SearchDocs {
 
 /// `execute` input.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Execute {
     /// TypeScript: the body of an async function; `return` gives the result.
     pub code: String,

@@ -104,21 +104,38 @@ async fn stdio_serves_the_demo_end_to_end() {
         .call_tool(CallToolRequestParams::new("delete_everything"))
         .await;
     assert!(unknown.is_err(), "an unknown tool is a protocol error");
-    let wrong = client
-        .call_tool(CallToolRequestParams::new("execute").with_arguments(args(json!({"code": 42}))))
-        .await;
-    // Input validation errors come back as tool errors, so the model can correct itself.
-    match wrong {
-        Err(error) => assert!(error.to_string().contains("code"), "{error}"),
-        Ok(result) => {
-            assert_eq!(result.is_error, Some(true));
-            assert!(
-                text_of(&result).contains("expected a string"),
-                "{}",
-                text_of(&result)
-            );
-        }
+    // Input validation errors come back as tool errors that name the argument at fault, so
+    // the model can correct itself.
+    for (arguments, expected) in [
+        (
+            json!({"code": 42}),
+            "`code`: invalid type: integer `42`, expected a string",
+        ),
+        (
+            json!({"code": "return 1", "timeoutMs": 5}),
+            "unknown field `timeoutMs`",
+        ),
+        (json!({}), "missing field `code`"),
+    ] {
+        let wrong = client
+            .call_tool(CallToolRequestParams::new("execute").with_arguments(args(arguments)))
+            .await
+            .unwrap();
+        assert_eq!(wrong.is_error, Some(true));
+        assert!(text_of(&wrong).contains(expected), "{}", text_of(&wrong));
     }
+    let wrong = client
+        .call_tool(
+            CallToolRequestParams::new("search_docs")
+                .with_arguments(args(json!({"query": "orders", "limit": "five"}))),
+        )
+        .await
+        .unwrap();
+    assert!(
+        text_of(&wrong).contains("`limit`: invalid type"),
+        "{}",
+        text_of(&wrong)
+    );
     let after = call(
         &client,
         "execute",
