@@ -76,7 +76,27 @@ fn router(store: Shared) -> Router {
         .route("/v1/refunds", get(list_refunds).post(create_refund))
         .route("/v1/refunds/{id}", get(get_refund))
         .layer(axum::middleware::from_fn(require_key))
+        .layer(axum::middleware::map_response(provider_errors))
         .with_state(store)
+}
+
+/// Axum answers a body, query or path it cannot parse with plain text; the demo answers every
+/// error in its own shape, as the spec and guides document.
+async fn provider_errors(response: Response) -> Response {
+    let plain = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("text/plain"));
+    if !response.status().is_client_error() || !plain {
+        return response;
+    }
+    let status = response.status();
+    let text = axum::body::to_bytes(response.into_body(), 64 * 1024)
+        .await
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default();
+    error(status, "invalid_request_error", text, None)
 }
 
 /// A provider-style error: `{ "error": { "type", "message", "param"? } }`.

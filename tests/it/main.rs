@@ -10,6 +10,7 @@
 )]
 
 mod cli;
+mod demo;
 mod egress;
 mod golden;
 mod hostile;
