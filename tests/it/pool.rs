@@ -140,9 +140,10 @@ async fn a_native_loop_past_its_deadline_is_killed() {
     let code = "for (;;) new Uint8Array(3e7).fill(1);";
     let outcome = run(&pool, code, &quick(1_000)).await;
     assert_eq!(kind(&outcome), ErrorKind::Timeout, "{outcome:?}");
-    // Deadline (1 s) plus grace (1 s), with room for a loaded machine.
+    // Killed at deadline (1 s) plus grace (1 s); the bound only tells a kill from a hang,
+    // with room for a loaded machine.
     assert!(
-        outcome.duration_ms < 4_000,
+        outcome.duration_ms < 10_000,
         "took {} ms",
         outcome.duration_ms
     );
@@ -157,8 +158,9 @@ async fn cancellation_reaches_the_worker() {
         .execute("while (true) {}", &quick(20_000), cancel)
         .await;
     assert_eq!(kind(&outcome), ErrorKind::Cancelled, "{outcome:?}");
+    // Half the 20 s deadline: far from both the 300 ms cancel and the limit.
     assert!(
-        outcome.duration_ms < 3_000,
+        outcome.duration_ms < 10_000,
         "took {} ms",
         outcome.duration_ms
     );
