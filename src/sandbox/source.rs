@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use deno_ast::swc::ast::{Decl, Expr, ModuleDecl, ModuleItem, Pat, Stmt};
+use deno_ast::swc::ast::{Callee, Decl, Expr, ModuleDecl, ModuleItem, Pat, Stmt};
 use deno_ast::swc::sourcemap::SourceMap;
 use deno_ast::{
     EmitOptions, MediaType, ModuleSpecifier, ParseParams, ParsedSource, ProgramRef,
@@ -109,7 +109,9 @@ impl Program {
 
 /// Moves the leading `import` statements of body-style code out of the wrapper function
 /// (imports are only valid at the top of a module). They go on the wrapper's own line and
-/// leave blank lines behind, so the model's line numbers do not move.
+/// leave blank lines behind, so the model's line numbers do not move. The lines are found by
+/// their first word and then parsed: unless they are import declarations and nothing else,
+/// nothing moves and the parser reports the code as written.
 fn hoist_imports(code: &str) -> (String, String) {
     let mut imports = String::new();
     let mut body = Vec::new();
@@ -131,7 +133,21 @@ fn hoist_imports(code: &str) -> (String, String) {
         }
         body.push(line);
     }
+    if !imports.is_empty() && !only_imports(&imports) {
+        return (String::new(), code.to_owned());
+    }
     (imports, body.join("\n"))
+}
+
+/// Whether `text` parses as a module of import declarations and nothing else.
+fn only_imports(text: &str) -> bool {
+    parse(text).is_ok_and(|parsed| match parsed.program_ref() {
+        ProgramRef::Module(module) => module
+            .body
+            .iter()
+            .all(|item| matches!(item, ModuleItem::ModuleDecl(ModuleDecl::Import(_)))),
+        _ => false,
+    })
 }
 
 /// A parse error before it is placed in the model's coordinates.
@@ -281,22 +297,35 @@ fn declares(decl: &Decl, name: &str) -> bool {
     }
 }
 
-/// Whether a top-level expression statement mentions `name(`: then the module runs itself.
+/// Whether a top-level statement calls `name`: `main();`, `await main();`,
+/// `main().catch(...)`, `void main()`. Then the module runs itself.
 fn calls_at_top_level(parsed: &ParsedSource, name: &str) -> bool {
     let ProgramRef::Module(module) = parsed.program_ref() else {
         return false;
     };
-    let text = parsed.text();
-    let base = parsed.text_info_lazy().range().start.as_byte_pos().0 as usize;
-    let call = format!("{name}(");
     module.body.iter().any(|item| match item {
-        ModuleItem::Stmt(Stmt::Expr(expr)) => {
-            let lo = expr.span.lo.0 as usize - base;
-            let hi = expr.span.hi.0 as usize - base;
-            text.get(lo..hi).is_some_and(|s| s.contains(&call))
-        }
+        ModuleItem::Stmt(Stmt::Expr(statement)) => calls(&statement.expr, name),
         _ => false,
     })
+}
+
+/// Whether `expr` is a call of `name`, awaited, voided, parenthesised or chained on.
+fn calls(expr: &Expr, name: &str) -> bool {
+    match expr {
+        Expr::Call(call) => match &call.callee {
+            Callee::Expr(callee) => match &**callee {
+                Expr::Ident(ident) => ident.sym == *name,
+                Expr::Member(member) => calls(&member.obj, name),
+                other => calls(other, name),
+            },
+            _ => false,
+        },
+        Expr::Await(inner) => calls(&inner.arg, name),
+        Expr::Unary(inner) => calls(&inner.arg, name),
+        Expr::Paren(inner) => calls(&inner.expr, name),
+        Expr::Member(member) => calls(&member.obj, name),
+        _ => false,
+    }
 }
 
 fn excerpt(lines: &[String], line: u32, column: u32) -> String {
@@ -336,8 +365,26 @@ mod tests {
             "{}",
             program.js
         );
-        let program = compile("async function main() { return 1 }\nawait main();").unwrap();
-        assert!(!program.js.contains("__sdkbox_entry"), "{}", program.js);
+        for runs_itself in [
+            "await main();",
+            "main().catch(console.error);",
+            "void main();",
+            "(async () => { await main(); })",
+        ] {
+            let code = format!("async function main() {{ return 1 }}\n{runs_itself}");
+            let program = compile(&code).unwrap();
+            let exported = program.js.contains("__sdkbox_entry");
+            // A lone function wrapping the call is not a call at the top level.
+            let expected = runs_itself.starts_with('(');
+            assert_eq!(exported, expected, "{code}: {}", program.js);
+        }
+        // A string that mentions `main(` is not a call.
+        let program = compile("async function main() { return 1 }\nconsole.log('main(');").unwrap();
+        assert!(
+            program.js.contains("export { main as __sdkbox_entry }"),
+            "{}",
+            program.js
+        );
     }
 
     #[test]
@@ -357,6 +404,9 @@ mod tests {
         assert_eq!(body, "\nreturn 1;");
         let program = compile("import {\n  api as sdk,\n} from \"sdkbox\";\nreturn sdk;").unwrap();
         assert!(program.js.starts_with("import"), "{}", program.js);
+        // Lines that start like an import but are not one stay where they are.
+        let code = "import fs\nreturn 1;";
+        assert_eq!(hoist_imports(code), (String::new(), code.to_owned()));
     }
 
     #[test]
