@@ -61,6 +61,8 @@ const PRODUCTS: &[(&str, i64, bool)] = &[
     ("Bird seed", 350, true),
 ];
 const STATUSES: &[&str] = &["paid", "shipped", "pending", "paid", "cancelled", "shipped"];
+/// Every status an order can have, as the spec's `OrderStatus` lists them.
+const ORDER_STATUSES: &[&str] = &["pending", "paid", "shipped", "cancelled"];
 
 fn bad(message: String, param: &'static str) -> Failure {
     Failure {
@@ -207,7 +209,17 @@ impl Store {
     }
 
     pub fn list_products(&self, q: &ListQuery) -> Result<Value, Failure> {
-        let active = q.active.as_deref().map(|a| a == "true");
+        let active = match q.active.as_deref() {
+            None => None,
+            Some("true") => Some(true),
+            Some("false") => Some(false),
+            Some(other) => {
+                return Err(bad(
+                    format!("active must be true or false; got '{other}'"),
+                    "active",
+                ));
+            }
+        };
         let items = self
             .products
             .iter()
@@ -217,6 +229,17 @@ impl Store {
     }
 
     pub fn list_orders(&self, q: &ListQuery) -> Result<Value, Failure> {
+        if let Some(status) = q.status.as_deref()
+            && !ORDER_STATUSES.contains(&status)
+        {
+            return Err(bad(
+                format!(
+                    "status must be one of {}; got '{status}'",
+                    ORDER_STATUSES.join(", ")
+                ),
+                "status",
+            ));
+        }
         let items = self
             .orders
             .iter()
@@ -266,6 +289,20 @@ impl Store {
             .iter_mut()
             .find(|c| c["id"] == id)
             .ok_or_else(|| bad("vanished".into(), "id"))?;
+        if let Some(email) = body.get("email")
+            && !email.as_str().is_some_and(|e| e.contains('@'))
+        {
+            return Err(bad("email must be an email address".into(), "email"));
+        }
+        if body
+            .get("name")
+            .is_some_and(|n| !n.is_string() && !n.is_null())
+        {
+            return Err(bad("name must be a string or null".into(), "name"));
+        }
+        if body.get("metadata").is_some_and(|m| !m.is_object()) {
+            return Err(bad("metadata must be an object".into(), "metadata"));
+        }
         for key in ["email", "name", "metadata"] {
             if let Some(value) = body.get(key) {
                 customer[key] = value.clone();

@@ -1,7 +1,7 @@
 //! The bundled demo provider answers every error in the shape its spec documents, including
 //! requests axum itself cannot parse.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 async fn send(request: reqwest::RequestBuilder) -> (u16, Value) {
@@ -61,5 +61,29 @@ async fn demo_errors_have_the_provider_shape() {
     .await;
     assert_eq!(status, 400);
     assert_eq!(body["error"]["param"], "limit");
+
+    for (path, param) in [
+        ("/v1/orders?status=lost", "status"),
+        ("/v1/products?active=yes", "active"),
+    ] {
+        let (status, body) = send(client.get(url(path)).header("authorization", &key)).await;
+        assert_eq!(
+            (status, &body["error"]["param"]),
+            (400, &json!(param)),
+            "{body}"
+        );
+    }
+    let (status, body) = send(
+        client
+            .post(url("/v1/customers/cus_001"))
+            .header("authorization", &key)
+            .json(&json!({"email": "not an address"})),
+    )
+    .await;
+    assert_eq!(
+        (status, &body["error"]["param"]),
+        (400, &json!("email")),
+        "{body}"
+    );
     shutdown.cancel();
 }
