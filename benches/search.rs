@@ -85,6 +85,10 @@ fn main() {
         "|---|---|---|---|".to_owned(),
     ];
     let mut loaded: BTreeMap<String, (Arc<Api>, DocsIndex, PlainBm25, Timing)> = BTreeMap::new();
+    // With SEARCH_CANDIDATES=<file>, every intent's top 20 hits are written there, for
+    // experiments that rerank them (docs/experiments/semantic-rerank).
+    let candidates = std::env::var_os("SEARCH_CANDIDATES");
+    let mut dump: BTreeMap<String, BTreeMap<String, Vec<serde_json::Value>>> = BTreeMap::new();
     let mut speed = vec![
         "| spec | operations | spec load | index build | query p50 / p95 |".to_owned(),
         "|---|---|---|---|---|".to_owned(),
@@ -147,6 +151,28 @@ fn main() {
                     intent.query, intent.accept
                 );
             }
+            if candidates.is_some() {
+                let top: Vec<serde_json::Value> = docs
+                    .search(&intent.query, 20, Detail::Compact, &Filters::default())
+                    .unwrap()
+                    .hits
+                    .iter()
+                    .map(|h| {
+                        let id = operation_id(api, &h.id);
+                        let id = if id == h.id {
+                            format!("non-operation:{id}")
+                        } else {
+                            id
+                        };
+                        serde_json::json!({"id": id, "score": h.score})
+                    })
+                    .collect();
+                dump.entry(set.spec.clone())
+                    .or_default()
+                    .entry(eval.to_owned())
+                    .or_default()
+                    .push(serde_json::json!({"query": intent.query, "accept": intent.accept, "sdkbox_top20": top}));
+            }
             ours.add(&ranked, &intent.accept);
             baseline.add(&plain.search(&intent.query), &intent.accept);
         }
@@ -165,6 +191,9 @@ fn main() {
             at(50),
             at(95)
         ));
+    }
+    if let Some(path) = &candidates {
+        std::fs::write(path, serde_json::to_string_pretty(&dump).unwrap()).unwrap();
     }
     println!("{}\n\n{}", relevance.join("\n"), speed.join("\n"));
     println!(
