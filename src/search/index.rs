@@ -31,7 +31,7 @@ const BOOSTS: &[(&str, f32)] = &[
 
 /// Entries scored by text before weighing: enough that weighing can lift an operation from
 /// well below the first page.
-const CANDIDATES: usize = 50;
+const CANDIDATES: usize = 200;
 
 /// How much a query word's matches in its other fields add to its best field's score: a word
 /// found in an operation's name, path and summary is one word matched, not three.

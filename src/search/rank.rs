@@ -17,7 +17,10 @@ const ACTION_MISMATCH: f32 = 0.9;
 /// For operations named by a verb of their own ("lock", "capture"), when the query asks with
 /// that verb.
 const VERB_MATCH: f32 = 1.25;
-/// A scoped variant ("forOrg") the query does not name, when unscoped variants exist.
+/// A scoped variant ("forAuthenticatedUser") whose scope the query names ("my"), when other
+/// variants exist.
+const SCOPE_MATCH: f32 = 1.3;
+/// A scoped variant ("forOrg") the query does not name, when other variants exist.
 const SCOPE_MISMATCH: f32 = 0.7;
 /// An operation whose SDK group the query names ("pulls" for "pull requests").
 const GROUP_MATCH: f32 = 1.2;
@@ -113,9 +116,11 @@ pub fn weight(traits: &Traits, intent: &Intent) -> f32 {
         weight *= VERB_MATCH;
     }
     for scope in &traits.scopes {
-        if !intent.scopes.contains(scope) {
-            weight *= SCOPE_MISMATCH;
-        }
+        weight *= if intent.scopes.contains(scope) {
+            SCOPE_MATCH
+        } else {
+            SCOPE_MISMATCH
+        };
     }
     if !traits.group.is_empty() && traits.group.iter().all(|t| intent.terms.contains(t)) {
         weight *= GROUP_MATCH;
