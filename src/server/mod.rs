@@ -72,7 +72,7 @@ impl SdkboxServer {
     }
 
     #[tool(
-        description = "Search the API's docs. Each hit is one operation with its method, path, the SDK call to use in execute (`api.<group>.<method>({ ...params })`, `?` marks optional parameters) and its summary; detail: \"full\" adds the TypeScript signature, response shape and an example. Also finds data schemas and guides.",
+        description = "Search the API's docs. Each hit is one operation with its method, path, the SDK call to use in execute (`api.<group>.<method>({ ...params })`, `?` marks optional parameters) and its summary; detail: \"full\" adds the TypeScript signature, response shape and an example. Also finds data schemas and guides. If no hit fits, search again with the API's own nouns.",
         output_schema = tools::search_output_schema(),
         annotations(read_only_hint = true, open_world_hint = false)
     )]
