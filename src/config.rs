@@ -1,6 +1,7 @@
 //! Provider configuration: one TOML file per provider, flags on top, validated once into the
 //! values the server is built from. The secret is read from the environment here, once.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,6 +43,10 @@ pub struct ProviderFile {
     /// Execution limits.
     #[serde(default)]
     pub limits: LimitsFile,
+    /// Words people use for this API's things, and the API's own words for them, added to
+    /// the built-in search vocabulary: `chargeback = "dispute"`, `"sign up" = "create"`.
+    #[serde(default)]
+    pub synonyms: BTreeMap<String, String>,
 }
 
 /// Limits as written in a provider file.
@@ -213,6 +218,7 @@ impl ProviderFile {
             guides,
             workers: limits.workers,
             session_key_header: self.session_key_header,
+            synonyms: checked_synonyms(self.synonyms)?,
         })
     }
 
@@ -236,7 +242,7 @@ impl ProviderFile {
         }
         Ok(Arc::new(Provider {
             name: loaded.name.unwrap_or_else(|| api.title.clone()),
-            docs: DocsIndex::build(api.clone(), loaded.guides)?,
+            docs: DocsIndex::build(api.clone(), loaded.guides)?.with_synonyms(loaded.synonyms),
             sdk: Arc::new(Sdk::new(api)),
             egress: Egress::new(loaded.egress_config.clone())?,
             egress_config: loaded.egress_config,
@@ -263,6 +269,27 @@ pub struct Loaded {
     pub workers: Option<usize>,
     /// The header for clients' own keys, if set.
     pub session_key_header: Option<String>,
+    /// Search synonyms: (what people say, the API's words).
+    pub synonyms: Vec<(String, String)>,
+}
+
+/// Synonyms as the search reads them, refusing entries it could never use.
+fn checked_synonyms(
+    synonyms: BTreeMap<String, String>,
+) -> Result<Vec<(String, String)>, ConfigError> {
+    synonyms
+        .into_iter()
+        .map(|(said, means)| {
+            let usable = |text: &str| text.chars().any(char::is_alphanumeric);
+            if !usable(&said) || !usable(&means) {
+                return Err(ConfigError::Invalid(format!(
+                    "synonyms: `{said}` = \"{means}\" needs words on both sides, like \
+                     chargeback = \"dispute\""
+                )));
+            }
+            Ok((said, means))
+        })
+        .collect()
 }
 
 /// Flags that describe a provider, shared by `serve` and `exec`; they override a provider

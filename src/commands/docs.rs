@@ -39,6 +39,20 @@ pub struct SearchArgs {
     /// Only operations of this SDK group.
     #[arg(long)]
     pub group: Option<String>,
+    /// A search synonym, as a provider file's `[synonyms]` gives them: `chargeback=dispute`.
+    #[arg(long = "synonym", value_name = "WORDS=API_WORDS", value_parser = synonym)]
+    pub synonyms: Vec<(String, String)>,
+}
+
+fn synonym(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((said, means)) if !said.trim().is_empty() && !means.trim().is_empty() => {
+            Ok((said.trim().to_owned(), means.trim().to_owned()))
+        }
+        _ => Err(format!(
+            "`{text}` is not WORDS=API_WORDS, like --synonym chargeback=dispute"
+        )),
+    }
 }
 
 /// Loads a spec and its guides and builds the docs index.
@@ -87,6 +101,7 @@ pub async fn index(args: SpecArgs) -> Result<ExitCode> {
 /// Prints the hits the model would get; fails when there are none.
 pub async fn search(args: SearchArgs) -> Result<ExitCode> {
     let (_, docs, _) = load_docs(&args.spec).await?;
+    let docs = docs.with_synonyms(args.synonyms);
     let detail = if args.full {
         Detail::Full
     } else {

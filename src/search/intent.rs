@@ -40,6 +40,44 @@ pub enum Scope {
     Test,
 }
 
+/// The words a query is read with: the verbs the API names operations by, and what people
+/// say (words or phrases) with the API's words for it, the provider's own before the built-in
+/// ones.
+#[derive(Debug, Clone, Default)]
+pub struct Vocabulary {
+    /// Analyzed verbs of the API ("lock", "request").
+    pub api_verbs: HashSet<String>,
+    /// Provider synonyms, lower-case: (what people say, the API's words).
+    pub synonyms: Vec<(String, String)>,
+}
+
+impl Vocabulary {
+    /// The API's words for `said`, if the provider or the built-in lexicon knows it.
+    fn meaning(&self, said: &str) -> Option<String> {
+        self.synonyms
+            .iter()
+            .find(|(w, _)| w == said)
+            .map(|(_, m)| m.clone())
+            .or_else(|| {
+                SYNONYMS
+                    .iter()
+                    .find(|(w, _)| *w == said)
+                    .map(|(_, m)| (*m).to_owned())
+            })
+    }
+
+    /// The most words a known phrase has.
+    fn longest_phrase(&self) -> usize {
+        self.synonyms
+            .iter()
+            .map(|(w, _)| w.as_str())
+            .chain(SYNONYMS.iter().map(|(w, _)| *w))
+            .map(|w| w.split(' ').count())
+            .max()
+            .unwrap_or(1)
+    }
+}
+
 /// What a query asks for.
 #[derive(Debug, Clone)]
 pub struct Intent {
@@ -54,18 +92,18 @@ pub struct Intent {
 }
 
 impl Intent {
-    /// Reads `query`; `api_verbs` are the analyzed verbs the API names operations by
-    /// ("lock", "request"), so that "request reviewers" is read as a request, not a list.
-    pub fn read(query: &str, api_verbs: &HashSet<String>) -> Self {
+    /// Reads `query` with `vocabulary`: its API verbs make "request reviewers" a request, not
+    /// a list; its synonyms add the API's words for what the query says.
+    pub fn read(query: &str, vocabulary: &Vocabulary) -> Self {
         let plain: Vec<String> = query
             .split(|c: char| !c.is_alphanumeric())
             .filter(|w| !w.is_empty())
             .map(str::to_ascii_lowercase)
             .collect();
-        let said = rewrite(&plain);
+        let said = rewrite(&plain, vocabulary);
         let meaning = said
             .iter()
-            .filter_map(|word| word.meaning)
+            .filter_map(|word| word.meaning.as_deref())
             .collect::<Vec<_>>()
             .join(" ");
         let mut terms = tokenize::terms(query);
@@ -76,10 +114,13 @@ impl Intent {
         }
         let scopes = scopes_named(&plain, &terms);
         let verbs = leading_verb(&said)
-            .map(|word| tokenize::terms(&format!("{} {}", word.text, word.meaning.unwrap_or(""))))
+            .map(|word| {
+                let meaning = word.meaning.as_deref().unwrap_or_default();
+                tokenize::terms(&format!("{} {meaning}", word.text))
+            })
             .unwrap_or_default();
         Self {
-            action: action_of(&said, api_verbs),
+            action: action_of(&said, &vocabulary.api_verbs),
             terms,
             scopes,
             verbs,
@@ -117,36 +158,27 @@ fn scopes_named(plain: &[String], terms: &[String]) -> Vec<Scope> {
 /// A word or phrase of the query, and the spec's words for it if the lexicon knows them.
 struct Said {
     text: String,
-    meaning: Option<&'static str>,
+    meaning: Option<String>,
 }
 
 /// The query as words and known phrases, longest phrase first: "set up a repo" is
 /// [set up (create), a, repo].
-fn rewrite(plain: &[String]) -> Vec<Said> {
+fn rewrite(plain: &[String], vocabulary: &Vocabulary) -> Vec<Said> {
+    let longest = vocabulary.longest_phrase();
     let mut out = Vec::new();
     let mut at = 0;
     while at < plain.len() {
-        let phrase = (1..=3).rev().find_map(|n| {
+        let phrase = (1..=longest).rev().find_map(|n| {
             let words = plain.get(at..at + n)?.join(" ");
-            let (_, meaning) = SYNONYMS.iter().find(|(w, _)| *w == words)?;
-            Some((n, words, *meaning))
+            let meaning = vocabulary.meaning(&words)?;
+            Some((n, words, meaning))
         });
-        match phrase {
-            Some((n, text, meaning)) => {
-                out.push(Said {
-                    text,
-                    meaning: Some(meaning),
-                });
-                at += n;
-            }
-            None => {
-                out.push(Said {
-                    text: plain[at].clone(),
-                    meaning: None,
-                });
-                at += 1;
-            }
-        }
+        let (n, text, meaning) = match phrase {
+            Some((n, text, meaning)) => (n, text, Some(meaning)),
+            None => (1, plain[at].clone(), None),
+        };
+        out.push(Said { text, meaning });
+        at += n;
     }
     out
 }
@@ -169,7 +201,11 @@ fn action_of(said: &[Said], api_verbs: &HashSet<String>) -> Option<Action> {
         return None;
     }
     for (i, word) in said.iter().enumerate() {
-        let meaning_verb = || word.meaning.and_then(|m| m.split(' ').find_map(verb_of));
+        let meaning_verb = || {
+            word.meaning
+                .as_deref()
+                .and_then(|m| m.split(' ').find_map(verb_of))
+        };
         let Some(action) = verb_of(&word.text).or_else(meaning_verb) else {
             continue;
         };
@@ -255,7 +291,14 @@ mod tests {
     use super::*;
 
     fn read(query: &str) -> Intent {
-        Intent::read(query, &HashSet::from(["request".to_owned()]))
+        let vocabulary = Vocabulary {
+            api_verbs: HashSet::from(["request".to_owned()]),
+            synonyms: vec![
+                ("zorp".into(), "refund".into()),
+                ("abort".into(), "halt".into()),
+            ],
+        };
+        Intent::read(query, &vocabulary)
     }
 
     fn action(query: &str) -> Option<Action> {
@@ -282,6 +325,10 @@ mod tests {
         assert!(intent.scopes.contains(&Scope::Org));
         assert!(intent.scopes.contains(&Scope::Own));
         assert!(!intent.scopes.contains(&Scope::Enterprise));
+        // The provider's synonyms come first, and add words the lexicon does not know.
+        assert!(read("zorp an order").terms.contains(&"refund".to_owned()));
+        assert!(read("abort a run").asks_to("halt"));
+        assert!(!read("abort a run").asks_to("cancel"));
     }
 
     #[test]

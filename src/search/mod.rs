@@ -15,9 +15,8 @@ pub use entries::{GuideSection, read_guides, split_guide};
 use entries::Entry;
 pub use hit::{Detail, Hit};
 pub use index::Filters;
-use intent::Intent;
+use intent::{Intent, Vocabulary};
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -66,7 +65,7 @@ pub struct DocsIndex {
     guides: Vec<GuideSection>,
     built: index::Built,
     traits: Vec<rank::Traits>,
-    verbs: HashSet<String>,
+    vocabulary: Vocabulary,
 }
 
 impl DocsIndex {
@@ -74,14 +73,34 @@ impl DocsIndex {
     pub fn build(api: Arc<Api>, guides: Vec<GuideSection>) -> Result<Self, SearchError> {
         let built = index::build(&api, &guides)?;
         let traits = rank::traits(&api);
-        let verbs = rank::verbs(&traits);
+        let vocabulary = Vocabulary {
+            api_verbs: rank::verbs(&traits),
+            synonyms: Vec::new(),
+        };
         Ok(Self {
             api,
             guides,
             built,
             traits,
-            verbs,
+            vocabulary,
         })
+    }
+
+    /// Adds the provider's synonyms: (what people say, the API's words), a word or a phrase
+    /// each, read before the built-in ones.
+    pub fn with_synonyms(mut self, synonyms: Vec<(String, String)>) -> Self {
+        self.vocabulary.synonyms = synonyms
+            .into_iter()
+            .map(|(said, means)| {
+                let words: Vec<String> = said
+                    .split(|c: char| !c.is_alphanumeric())
+                    .filter(|w| !w.is_empty())
+                    .map(str::to_ascii_lowercase)
+                    .collect();
+                (words.join(" "), means)
+            })
+            .collect();
+        self
     }
 
     /// Documents in the index.
@@ -103,7 +122,7 @@ impl DocsIndex {
         filters: &Filters,
     ) -> Result<Results, SearchError> {
         let limit = limit.clamp(1, MAX_LIMIT);
-        let intent = Intent::read(query, &self.verbs);
+        let intent = Intent::read(query, &self.vocabulary);
         let found = self
             .built
             .search(&intent.terms, limit, filters, |entry| match entry {

@@ -194,7 +194,11 @@ mod tests {
             schemas: Vec::new(),
         };
         let traits = traits(&api);
-        let intent = Intent::read(query, &verbs(&traits));
+        let vocabulary = intent::Vocabulary {
+            api_verbs: verbs(&traits),
+            synonyms: Vec::new(),
+        };
+        let intent = Intent::read(query, &vocabulary);
         traits.iter().map(|t| weight(t, &intent)).collect()
     }
 

@@ -183,3 +183,33 @@ fn the_example_provider_files_parse() {
         .to_string();
     assert!(error.contains("unknown field `secret`"), "{error}");
 }
+
+#[test]
+fn search_takes_synonyms_on_the_command_line() {
+    let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/docs-index/demo/openapi.yaml");
+    let output = sdkbox()
+        .args([
+            "search",
+            "--spec",
+            spec,
+            "--limit",
+            "1",
+            "--synonym",
+            "zorp=refund",
+        ])
+        .arg("zorp an order")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.starts_with("POST /refunds  api.refunds.create("),
+        "{text}"
+    );
+    let output = sdkbox()
+        .args(["search", "--spec", spec, "--synonym", "zorp", "x"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(error.contains("`zorp` is not WORDS=API_WORDS"), "{error}");
+}

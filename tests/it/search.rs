@@ -208,3 +208,37 @@ async fn real_specs_stay_above_their_relevance_floors() {
         );
     }
 }
+
+#[test]
+fn provider_synonyms_teach_search_the_api_s_words() {
+    let query = "zorp an order";
+    let plain = top(&demo(), query, &Filters::default());
+    assert_ne!(
+        plain.first().map(String::as_str),
+        Some("api.refunds.create")
+    );
+    let taught = demo().with_synonyms(vec![("Zorp".into(), "refund".into())]);
+    let hits = top(&taught, query, &Filters::default());
+    assert_eq!(
+        hits.first().map(String::as_str),
+        Some("api.refunds.create"),
+        "{hits:?}"
+    );
+}
+
+#[tokio::test]
+async fn provider_files_refuse_synonyms_without_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.toml");
+    std::fs::write(
+        &path,
+        "base_url = \"https://api.example.com\"\n[synonyms]\nchargeback = \"dispute\"\n\"!!\" = \"dispute\"\n",
+    )
+    .unwrap();
+    let file = sdkbox::config::ProviderFile::read(&path).unwrap();
+    let error = file.load(None, None).await.err().unwrap().to_string();
+    assert!(
+        error.contains("`!!` = \"dispute\" needs words on both sides"),
+        "{error}"
+    );
+}
