@@ -1,5 +1,6 @@
-//! The tantivy index over the entries: field boosts for BM25, filters by method and group,
-//! a typo-tolerant fallback when nothing matches, and "did you mean" hints.
+//! The tantivy index over the entries: each query word scored by its best field (field
+//! boosts for BM25, a small share for its other fields), filters by method and group, and a
+//! typo-tolerant fallback when nothing matches.
 
 use std::collections::HashMap;
 

@@ -95,11 +95,7 @@ impl Intent {
     /// Reads `query` with `vocabulary`: its API verbs make "request reviewers" a request, not
     /// a list; its synonyms add the API's words for what the query says.
     pub fn read(query: &str, vocabulary: &Vocabulary) -> Self {
-        let plain: Vec<String> = query
-            .split(|c: char| !c.is_alphanumeric())
-            .filter(|w| !w.is_empty())
-            .map(str::to_ascii_lowercase)
-            .collect();
+        let plain = plain_words(query);
         let said = rewrite(&plain, vocabulary);
         let meaning = said
             .iter()
@@ -134,6 +130,14 @@ impl Intent {
             .first()
             .is_some_and(|t| self.verbs.contains(t))
     }
+}
+
+/// A text's words, lower-case, as queries and synonyms are matched.
+pub fn plain_words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_lowercase)
+        .collect()
 }
 
 /// The scopes a query names: "in our org", "my repositories", "the authenticated user".

@@ -91,14 +91,7 @@ impl DocsIndex {
     pub fn with_synonyms(mut self, synonyms: Vec<(String, String)>) -> Self {
         self.vocabulary.synonyms = synonyms
             .into_iter()
-            .map(|(said, means)| {
-                let words: Vec<String> = said
-                    .split(|c: char| !c.is_alphanumeric())
-                    .filter(|w| !w.is_empty())
-                    .map(str::to_ascii_lowercase)
-                    .collect();
-                (words.join(" "), means)
-            })
+            .map(|(said, means)| (intent::plain_words(&said).join(" "), means))
             .collect();
         self
     }

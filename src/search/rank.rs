@@ -34,7 +34,8 @@ const DEPTH: f32 = 0.08;
 pub struct Traits {
     action: Action,
     special_verb: Option<String>,
-    /// Scopes that set it apart from operations doing the same thing elsewhere.
+    /// Scopes that set it apart from operations doing the same thing elsewhere; test helpers
+    /// and enterprise variants always, as they are seldom what a query means.
     scopes: Vec<Scope>,
     deprecated: bool,
     depth: usize,
