@@ -123,12 +123,10 @@ impl Intent {
         }
     }
 
-    /// Whether the query's leading verb is `verb` (analyzed the same way), itself or through
-    /// a synonym.
+    /// Whether the query's leading verb, itself or through a synonym, is `verb` (analyzed,
+    /// as [`special_verb`] gives it).
     pub fn asks_to(&self, verb: &str) -> bool {
-        tokenize::terms(verb)
-            .first()
-            .is_some_and(|t| self.verbs.contains(t))
+        self.verbs.iter().any(|v| v == verb)
     }
 }
 
@@ -255,10 +253,10 @@ pub fn of_operation(name: &str, method: &str, path: &str) -> Action {
     }
 }
 
-/// The verb an operation is named by when it is not one of the everyday CRUD verbs ("lock",
-/// "capture", "star"): such operations are asked for by that verb. The name's first word
-/// counts only for an operation that changes something and when its path says it too
-/// (`POST .../issues/{n}/lock`), so nouns leading a name (`secretsFind`) do not.
+/// The verb an operation is named by, analyzed, when it is not one of the everyday CRUD
+/// verbs ("lock", "captur", "star"): such operations are asked for by that verb. The name's
+/// first word counts only for an operation that changes something and when its path says it
+/// too (`POST .../issues/{n}/lock`), so nouns leading a name (`secretsFind`) do not.
 pub fn special_verb(name: &str, method: &str, path: &str) -> Option<String> {
     let first = words(name).into_iter().next()?;
     let generic = VERBS.iter().any(|(verb, _)| *verb == first)
@@ -267,7 +265,7 @@ pub fn special_verb(name: &str, method: &str, path: &str) -> Option<String> {
         return None;
     }
     let stem = tokenize::terms(&first).pop()?;
-    tokenize::terms(path).contains(&stem).then_some(first)
+    tokenize::terms(path).contains(&stem).then_some(stem)
 }
 
 /// The scopes an operation's group and name limit it to.

@@ -136,8 +136,7 @@ pub fn weight(traits: &Traits, intent: &Intent) -> f32 {
 pub fn verbs(traits: &[Traits]) -> HashSet<String> {
     traits
         .iter()
-        .filter_map(|t| t.special_verb.as_deref())
-        .filter_map(|verb| tokenize::terms(verb).pop())
+        .filter_map(|t| t.special_verb.clone())
         .collect()
 }
 
