@@ -1,12 +1,21 @@
 //! The `sdkbox exec` command as a user runs it.
 
+use std::path::Path;
 use std::process::Command;
 
 use crate::provider::Provider;
-use crate::support::CANARY;
+use crate::support::{CANARY, json_stdout, sdkbox};
 
-fn sdkbox() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_sdkbox"))
+/// `sdkbox exec SCRIPT` against a provider that is never reached.
+fn exec_offline(script: &Path) -> Command {
+    let mut command = sdkbox();
+    command.args([
+        "exec",
+        script.to_str().unwrap(),
+        "--base-url",
+        "https://api.example.com",
+    ]);
+    command
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -31,12 +40,7 @@ async fn exec_runs_a_file_against_a_provider() {
     })
     .await
     .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let outcome: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let outcome = json_stdout(&output);
     assert_eq!(outcome["result"], serde_json::json!(["cus_1", "cus_3"]));
     let seen = provider.seen.authorization.lock().unwrap().clone();
     assert!(seen[0].as_deref().unwrap().starts_with("Basic "));
@@ -47,26 +51,12 @@ fn exec_fails_with_a_status_and_clear_messages() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("bad.ts");
     std::fs::write(&script, "const x = ;").unwrap();
-    let output = sdkbox()
-        .args([
-            "exec",
-            script.to_str().unwrap(),
-            "--base-url",
-            "https://api.example.com",
-        ])
-        .output()
-        .unwrap();
+    let output = exec_offline(&script).output().unwrap();
     assert_eq!(output.status.code(), Some(1));
     let outcome: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(outcome["error"]["kind"], "syntax");
 
-    let output = sdkbox()
-        .args([
-            "exec",
-            script.to_str().unwrap(),
-            "--base-url",
-            "https://api.example.com",
-        ])
+    let output = exec_offline(&script)
         .args(["--secret-env", "SDKBOX_UNSET_VARIABLE"])
         .env_remove("SDKBOX_UNSET_VARIABLE")
         .output()
@@ -78,13 +68,7 @@ fn exec_fails_with_a_status_and_clear_messages() {
         "{stderr}"
     );
 
-    let output = sdkbox()
-        .args([
-            "exec",
-            script.to_str().unwrap(),
-            "--base-url",
-            "https://api.example.com",
-        ])
+    let output = exec_offline(&script)
         .args(["--auth", "oauth"])
         .output()
         .unwrap();
@@ -103,13 +87,7 @@ fn the_models_code_is_never_written_to_disk() {
         "const marker = 'model-code-marker';\nreturn marker;",
     )
     .unwrap();
-    let output = sdkbox()
-        .args([
-            "exec",
-            script.to_str().unwrap(),
-            "--base-url",
-            "https://api.example.com",
-        ])
+    let output = exec_offline(&script)
         .env_clear()
         .env("HOME", home.path())
         .env("XDG_CACHE_HOME", home.path().join(".cache"))
@@ -143,12 +121,7 @@ fn the_readme_example_runs() {
         .args(["exec", example, "--base-url", "https://api.github.com"])
         .output()
         .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stdout)
-    );
-    let outcome: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let outcome = json_stdout(&output);
     assert_eq!(
         outcome["result"]["withMoons"],
         serde_json::json!(["Earth", "Mars", "Jupiter"])

@@ -333,63 +333,85 @@ async fn http_checks_tokens_and_origins() {
     assert_eq!(ok.status(), 200, "{:?}", ok.text().await);
 }
 
-/// Reads JSON-RPC messages from a server's stdout until one has `id`.
-async fn response(
-    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-    id: i64,
-) -> Value {
-    tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
-            let line = lines
-                .next_line()
-                .await
-                .unwrap()
-                .expect("the server closed stdout");
-            let message: Value = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("stdout is not JSON-RPC ({e}): {line}"));
-            if message["id"] == id {
-                return message;
+/// The server on stdio, spoken to by hand one JSON-RPC line at a time, for what a client
+/// library would never send.
+struct RawServer {
+    _child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+impl RawServer {
+    /// Starts `sdkbox` with `args` and completes the MCP handshake.
+    async fn start(args: &[&str]) -> Self {
+        let mut child = sdkbox()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut server = Self {
+            _child: child,
+            stdin,
+            lines,
+        };
+        server.send(INITIALIZE).await;
+        let initialized = server.response(1).await;
+        assert_eq!(
+            initialized["result"]["serverInfo"]["name"], "sdkbox",
+            "{initialized}"
+        );
+        server
+            .send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .await;
+        server
+    }
+
+    /// Sends one line.
+    async fn send(&mut self, line: &str) {
+        self.stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+
+    /// The response to request `id`, skipping anything else the server says.
+    async fn response(&mut self, id: i64) -> Value {
+        tokio::time::timeout(Duration::from_secs(20), async {
+            loop {
+                let line = self
+                    .lines
+                    .next_line()
+                    .await
+                    .unwrap()
+                    .expect("the server closed stdout");
+                let message: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout is not JSON-RPC ({e}): {line}"));
+                if message["id"] == id {
+                    return message;
+                }
             }
-        }
-    })
-    .await
-    .unwrap()
+        })
+        .await
+        .unwrap()
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_messages_get_errors_and_the_server_keeps_serving() {
-    let mut child = sdkbox()
-        .args(["serve", "--demo"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let send = |text: String| text + "\n";
-    stdin
-        .write_all(send(INITIALIZE.into()).as_bytes())
-        .await
-        .unwrap();
-    assert!(response(&mut lines, 1).await["result"]["serverInfo"]["name"] == "sdkbox");
-    stdin
-        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
-        .await
-        .unwrap();
-    stdin.write_all(b"{ this is not json\n").await.unwrap();
-    stdin
-        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"no/such/method\"}\n")
-        .await
-        .unwrap();
-    let unknown = response(&mut lines, 2).await;
+    let mut server = RawServer::start(&["serve", "--demo"]).await;
+    server.send("{ this is not json").await;
+    server
+        .send(r#"{"jsonrpc":"2.0","id":2,"method":"no/such/method"}"#)
+        .await;
+    let unknown = server.response(2).await;
     assert!(unknown["error"]["code"].is_i64(), "{unknown}");
     let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "execute", "arguments": {"code": "return 40 + 2"}}});
-    stdin
-        .write_all(send(call.to_string()).as_bytes())
-        .await
-        .unwrap();
-    let answer = response(&mut lines, 3).await;
+    server.send(&call.to_string()).await;
+    let answer = server.response(3).await;
     assert_eq!(
         answer["result"]["structuredContent"]["result"], 42,
         "{answer}"
@@ -400,45 +422,29 @@ async fn malformed_messages_get_errors_and_the_server_keeps_serving() {
 async fn a_cancelled_execution_stops_calling_the_provider() {
     let provider = Provider::start().await;
     let (_dir, spec) = echo_spec();
-    let mut child = sdkbox()
-        .args([
-            "serve",
-            "--spec",
-            spec.to_str().unwrap(),
-            "--base-url",
-            provider.base.as_str(),
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    stdin
-        .write_all(format!("{INITIALIZE}\n").as_bytes())
-        .await
-        .unwrap();
-    response(&mut lines, 1).await;
-    stdin
-        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
-        .await
-        .unwrap();
+    let mut server = RawServer::start(&[
+        "serve",
+        "--spec",
+        spec.to_str().unwrap(),
+        "--base-url",
+        provider.base.as_str(),
+    ])
+    .await;
     let code = "for (;;) { await api.echo.get(); await new Promise((r) => setTimeout(r, 20)); }";
     let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "execute", "arguments": {"code": code}}});
-    stdin
-        .write_all(format!("{call}\n").as_bytes())
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    server.send(&call.to_string()).await;
+    // Wait until the script is calling the provider (not a fixed time: a loaded machine is slow).
+    let started = tokio::time::Instant::now();
+    while provider.seen.requests.load(Ordering::SeqCst) <= 3
+        && started.elapsed() < Duration::from_secs(20)
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let before = provider.seen.requests.load(Ordering::SeqCst);
     assert!(before > 3, "the script did not run: {before} requests");
     let cancel =
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}});
-    stdin
-        .write_all(format!("{cancel}\n").as_bytes())
-        .await
-        .unwrap();
+    server.send(&cancel.to_string()).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let settled = provider.seen.requests.load(Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(1_000)).await;
@@ -448,12 +454,9 @@ async fn a_cancelled_execution_stops_calling_the_provider() {
         "requests went on after the cancellation"
     );
     let ping = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "execute", "arguments": {"code": "return 'alive'"}}});
-    stdin
-        .write_all(format!("{ping}\n").as_bytes())
-        .await
-        .unwrap();
+    server.send(&ping.to_string()).await;
     assert_eq!(
-        response(&mut lines, 8).await["result"]["structuredContent"]["result"],
+        server.response(8).await["result"]["structuredContent"]["result"],
         "alive"
     );
 }

@@ -206,16 +206,11 @@ async fn egress_and_the_secret_stay_in_the_supervisor() {
 
 #[test]
 fn a_hardened_worker_cannot_open_sockets_files_or_programs() {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"))
+    let output = crate::support::sdkbox()
         .args(["worker", "--memory-bytes", "134217728", "--probe"])
         .output()
         .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let probe: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let probe = crate::support::json_stdout(&output);
     for denied in ["socket", "write_file", "exec"] {
         let result = probe[denied].as_str().unwrap();
         assert!(result.starts_with("refused"), "{denied}: {result}");

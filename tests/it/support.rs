@@ -62,3 +62,20 @@ pub fn cancel_after(millis: u64) -> CancellationToken {
     });
     cancel
 }
+
+/// The built `sdkbox` binary, to run as a user does.
+pub fn sdkbox() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"))
+}
+
+/// What a finished command printed on stdout, as JSON; the command must have succeeded
+/// (its output is shown when it did not).
+pub fn json_stdout(output: &std::process::Output) -> serde_json::Value {
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        String::from_utf8_lossy(&output.stdout)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
