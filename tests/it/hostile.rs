@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use sdkbox::sandbox::{ErrorKind, ExecLimits, InProcessSandbox, Outcome};
 
-use crate::support::{self, quick, run};
+use crate::support::{self, assert_ended_before, quick, run};
 
 async fn still_serving(sandbox: &InProcessSandbox) {
     let outcome = run(sandbox, "return 1 + 1", &ExecLimits::default()).await;
@@ -61,10 +61,7 @@ async fn a_promise_that_never_settles_is_reported_as_such() {
         // A long deadline: a run that waited for it would take 20 s, far past the bound.
         let outcome = fails(&sandbox, code, &quick(20_000), ErrorKind::Pending).await;
         assert!(message(&outcome).contains("never settle"), "{outcome:?}");
-        assert!(
-            outcome.duration_ms < 10_000,
-            "waited for the deadline: {outcome:?}"
-        );
+        assert_ended_before(&outcome, 10_000, "the deadline");
     }
 }
 
@@ -127,10 +124,7 @@ async fn timers_left_running_die_with_the_call() {
     let outcome = run(&sandbox, code, &quick(20_000)).await;
     assert!(outcome.ok, "{outcome:?}");
     assert_eq!(outcome.result, serde_json::json!("returned"));
-    assert!(
-        outcome.duration_ms < 10_000,
-        "waited for timers: {outcome:?}"
-    );
+    assert_ended_before(&outcome, 10_000, "the timers");
     tokio::time::sleep(Duration::from_millis(100)).await;
     let next = run(&sandbox, "return 'next'", &ExecLimits::default()).await;
     assert!(
@@ -200,12 +194,8 @@ async fn cancellation_stops_the_script() {
     let outcome = sandbox
         .execute("while (true) {}", &quick(20_000), cancel)
         .await;
-    assert_eq!(outcome.error.unwrap().kind, ErrorKind::Cancelled);
+    assert_eq!(outcome.error.as_ref().unwrap().kind, ErrorKind::Cancelled);
     // Half the deadline: far from both the 200 ms cancel and the 20 s limit.
-    assert!(
-        outcome.duration_ms < 10_000,
-        "took {} ms",
-        outcome.duration_ms
-    );
+    assert_ended_before(&outcome, 10_000, "the deadline");
     still_serving(&sandbox).await;
 }

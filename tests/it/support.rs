@@ -79,3 +79,13 @@ pub fn json_stdout(output: &std::process::Output) -> serde_json::Value {
     );
     serde_json::from_slice(&output.stdout).unwrap()
 }
+
+/// Asserts `outcome` ended before `ms`: a check that it did not wait for something (a
+/// deadline, a slow provider), with bounds far from both ends so a loaded machine passes.
+pub fn assert_ended_before(outcome: &Outcome, ms: u64, waited_for: &str) {
+    assert!(
+        outcome.duration_ms < ms,
+        "waited for {waited_for}: took {} ms: {outcome:?}",
+        outcome.duration_ms
+    );
+}
