@@ -40,6 +40,38 @@ pub enum ErrorKind {
     Internal,
 }
 
+impl ErrorKind {
+    /// Every kind, for the `execute` tool's output schema.
+    pub const ALL: [ErrorKind; 10] = [
+        Self::Syntax,
+        Self::Runtime,
+        Self::Timeout,
+        Self::Memory,
+        Self::Stack,
+        Self::Cancelled,
+        Self::Pending,
+        Self::Busy,
+        Self::Crashed,
+        Self::Internal,
+    ];
+
+    /// The name clients see, as serialised.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Syntax => "syntax",
+            Self::Runtime => "runtime",
+            Self::Timeout => "timeout",
+            Self::Memory => "memory",
+            Self::Stack => "stack",
+            Self::Cancelled => "cancelled",
+            Self::Pending => "pending",
+            Self::Busy => "busy",
+            Self::Crashed => "crashed",
+            Self::Internal => "internal",
+        }
+    }
+}
+
 /// Why an execution failed, positioned in the model's code where possible.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ExecError {

@@ -8,9 +8,7 @@ use crate::sdk::{call_hint, signature, type_of};
 use crate::spec::{Api, Location, Operation, Shape, first_sentence, shorten};
 
 /// How much a hit shows.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Detail {
     /// One line and the required parameters.

@@ -79,6 +79,7 @@ pub async fn serve_http(
     let token = Arc::new(options.token);
     let mcp = Router::new()
         .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(session_closed_is_no_content))
         .layer(axum::middleware::from_fn_with_state(token, require_token));
     let app = Router::new()
         .route("/healthz", get(|| async { "ok" }))
@@ -89,6 +90,17 @@ pub async fn serve_http(
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
         .map_err(|e| ServeError(e.to_string()))
+}
+
+/// Answers a session's `DELETE` with 204 instead of rmcp's 202: the session is closed, not
+/// queued for closing, and the official Python client warns on anything but 200 or 204.
+async fn session_closed_is_no_content(request: Request, next: Next) -> Response {
+    let delete = request.method() == axum::http::Method::DELETE;
+    let mut response = next.run(request).await;
+    if delete && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
+    response
 }
 
 /// Rejects requests without the bearer token, when one is set.

@@ -73,6 +73,7 @@ impl SdkboxServer {
 
     #[tool(
         description = "Search the API's docs. Each hit is one operation with its method, path, the SDK call to use in execute (`api.<group>.<method>({ ...params })`, `?` marks optional parameters) and its summary; detail: \"full\" adds the TypeScript signature, response shape and an example. Also finds data schemas and guides. If no hit fits, search again with the API's own nouns.",
+        input_schema = tools::search_input_schema(),
         output_schema = tools::search_output_schema(),
         annotations(read_only_hint = true, open_world_hint = false)
     )]
@@ -100,6 +101,7 @@ impl SdkboxServer {
 
     #[tool(
         description = "Run TypeScript against the API, server-side, and get back what it returns as JSON, with console output and a log of HTTP calls. The code is the body of an async function: `return` the result. In scope: `api` (SDK: `await api.customers.list({ limit: 10 })`; `api.paginate(api.customers.list, {...})` is an async iterator; `api.request(method, path, { query, body })` for anything else), `fetch` (the API's host only) and `console`. Failed calls throw with the reason. Limits: 30 s, 128 MiB, 50 requests, results cut past 24,000 characters: return only what you need. Example, after search_docs found `api.orders.list`: `const paid = []; for await (const o of api.paginate(api.orders.list, { status: \"paid\" })) paid.push({ id: o.id, amount: o.amount }); return { count: paid.length, top: paid.sort((a, b) => b.amount - a.amount).slice(0, 3) };`",
+        input_schema = tools::execute_input_schema(),
         output_schema = tools::execute_output_schema(),
         annotations(read_only_hint = false, destructive_hint = true, open_world_hint = true)
     )]
@@ -206,6 +208,26 @@ impl ServerHandler for SdkboxServer {
                 .with_title(format!("sdkbox: {}", self.provider.name)),
         )
         .with_instructions(INSTRUCTIONS)
+    }
+
+    /// Routes a call to its tool; an unknown name is an error that names it and the two tools
+    /// there are (rmcp's router says only "tool not found").
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, ErrorData> {
+        if !self.tool_router.has_route(&request.name) {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "no tool `{}`: this server has two tools, `search_docs` and `execute`",
+                    request.name
+                ),
+                None,
+            ));
+        }
+        let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        self.tool_router.call(call).await
     }
 
     #[allow(

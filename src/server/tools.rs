@@ -2,21 +2,19 @@
 //! their output schemas, and how results become tool results. What the model caused is a
 //! tool result with `isError`; only server faults are protocol errors.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::{CallToolResult, JsonObject};
-use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer};
 use serde_json::json;
 
-use crate::sandbox::Outcome;
-use crate::search::{Detail, Results};
+use crate::sandbox::{ErrorKind, Outcome};
+use crate::search::{Detail, MAX_LIMIT, Results};
 
 /// A tool input whose deserialization errors name the argument at fault ("`code`: invalid
 /// type: integer `42`, expected a string"): serde alone says only what it expected, and the
-/// model needs to know which argument to fix. Its schema is that of `T`.
+/// model needs to know which argument to fix.
 #[derive(Debug)]
 pub struct Checked<T>(pub T);
 
@@ -35,71 +33,106 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for Checked<T> {
     }
 }
 
-impl<T: JsonSchema> JsonSchema for Checked<T> {
-    fn schema_name() -> Cow<'static, str> {
-        T::schema_name()
-    }
-
-    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
-        T::json_schema(generator)
-    }
-
-    fn inline_schema() -> bool {
-        T::inline_schema()
-    }
-}
-
-/// `search_docs` input.
-#[derive(Debug, Deserialize, JsonSchema)]
+/// `search_docs` input; [`search_input_schema`] is what the model reads about it.
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SearchDocs {
-    /// What you need, in plain words: "refund an order", "list a customer's orders".
+    /// What to look for.
     pub query: String,
-    /// Hits to return, 1-20 (default 5).
+    /// Hits to return.
     pub limit: Option<usize>,
-    /// "compact" (default) or "full": adds the TypeScript signature, response shape and an example.
+    /// How much each hit shows.
     pub detail: Option<Detail>,
     /// Only operations with this HTTP method.
     pub method: Option<String>,
-    /// Only operations of this group (`api.<group>`).
+    /// Only operations of this group.
     pub group: Option<String>,
 }
 
-/// `execute` input.
-#[derive(Debug, Deserialize, JsonSchema)]
+/// `execute` input; [`execute_input_schema`] is what the model reads about it.
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Execute {
-    /// TypeScript: the body of an async function; `return` gives the result.
+    /// The model's TypeScript.
     pub code: String,
-    /// Time limit in milliseconds (default and maximum: the server's limit).
+    /// A lower time limit than the server's.
     pub timeout_ms: Option<u64>,
 }
 
-/// The output schema of `search_docs`.
+// The schemas are written by hand: they are what every client validates against and what
+// the model reads, so they say exactly what is sent, portably (one `type` per schema, no
+// `$ref`, no `null` for an absent field: optional fields are omitted) and compactly (tools/list
+// stays under 1,000 tokens).
+
+/// The input schema of `search_docs`.
+pub fn search_input_schema() -> Arc<JsonObject> {
+    schema(json!({
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "What you need, in plain words: \"refund an order\", \"list a customer's orders\"."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "Hits to return (default 5)."},
+            "detail": {"type": "string", "enum": ["compact", "full"], "description": "\"full\" adds the TypeScript signature, response shape and an example."},
+            "method": {"type": "string", "description": "Only operations with this HTTP method."},
+            "group": {"type": "string", "description": "Only operations of this group (`api.<group>`)."}
+        },
+        "required": ["query"],
+        "additionalProperties": false
+    }))
+}
+
+/// The input schema of `execute`.
+pub fn execute_input_schema() -> Arc<JsonObject> {
+    schema(json!({
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "description": "TypeScript: the body of an async function; `return` gives the result."},
+            "timeout_ms": {"type": "integer", "minimum": 1, "description": "Time limit in milliseconds (default and maximum: the server's limit)."}
+        },
+        "required": ["code"],
+        "additionalProperties": false
+    }))
+}
+
+/// The output schema of `search_docs`: exactly what [`search_result`] sends, since the official
+/// clients refuse a result that does not validate.
 pub fn search_output_schema() -> Arc<JsonObject> {
+    let text = json!({"type": "string"});
     schema(json!({
         "type": "object",
         "properties": {
             "hits": {"type": "array", "items": {"type": "object", "properties": {
-                "kind": {"type": "string"}, "id": {"type": "string"}, "text": {"type": "string"}}}},
-            "hint": {"type": "string"}
+                "kind": {"type": "string", "enum": ["operation", "schema", "guide"]},
+                "id": text, "text": text},
+                "required": ["kind", "id", "text"]}},
+            "hint": text
         },
         "required": ["hits"]
     }))
 }
 
-/// The output schema of `execute`.
+/// The output schema of `execute`: the serialised [`Outcome`], on success and on every kind of
+/// failure.
 pub fn execute_output_schema() -> Arc<JsonObject> {
+    let text = json!({"type": "string"});
+    let count = json!({"type": "integer"});
+    let any =
+        ["object", "array", "string", "number", "boolean", "null"].map(|t| json!({"type": t}));
     schema(json!({
         "type": "object",
         "properties": {
             "ok": {"type": "boolean"},
-            "result": {},
-            "error": {"type": "object"},
-            "console": {"type": "array"},
-            "http": {"type": "array"}
+            "result": {"anyOf": any},
+            "truncated": {"type": "object", "properties": {
+                "original_chars": count, "limit_chars": count}},
+            "error": {"type": "object", "properties": {
+                "kind": {"type": "string", "enum": ErrorKind::ALL.map(ErrorKind::as_str)},
+                "message": text},
+                "required": ["kind", "message"]},
+            "console": {"type": "array", "items": {"type": "object"}},
+            "http": {"type": "array", "items": {"type": "object"}},
+            "duration_ms": count
         },
-        "required": ["ok", "result"]
+        "required": ["ok", "result", "console", "http", "duration_ms"]
     }))
 }
 
@@ -112,10 +145,13 @@ fn schema(value: serde_json::Value) -> Arc<JsonObject> {
 
 /// Search results as a tool result: structured, with the hits as text too.
 pub fn search_result(results: &Results) -> CallToolResult {
-    let mut result = CallToolResult::structured(json!({
+    let mut structured = json!({
         "hits": results.hits.iter().map(|h| json!({"kind": h.kind, "id": h.id, "text": h.text})).collect::<Vec<_>>(),
-        "hint": results.hint,
-    }));
+    });
+    if let Some(hint) = &results.hint {
+        structured["hint"] = json!(hint);
+    }
+    let mut result = CallToolResult::structured(structured);
     result.content = vec![rmcp::model::ContentBlock::text(results.to_text())];
     result
 }
@@ -138,10 +174,7 @@ fn text(outcome: &Outcome) -> String {
     match &outcome.error {
         None => out.push_str(&serde_json::to_string(&outcome.result).unwrap_or_default()),
         Some(error) => {
-            let kind = serde_json::to_value(error.kind)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default();
+            let kind = error.kind.as_str();
             out.push_str(&format!("error ({kind}): {}", error.message));
             if let Some(excerpt) = &error.excerpt {
                 out.push_str(&format!("\n{excerpt}"));
@@ -176,4 +209,179 @@ fn text(outcome: &Outcome) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::egress::CallRecord;
+    use crate::sandbox::{ConsoleLine, ExecError, Timings, Truncation};
+    use crate::search::{Hit, Results};
+
+    fn validator(schema: &JsonObject) -> jsonschema::Validator {
+        jsonschema::draft202012::new(&serde_json::Value::Object(schema.clone()))
+            .unwrap_or_else(|e| panic!("the schema is not valid JSON Schema: {e}"))
+    }
+
+    fn assert_valid(validator: &jsonschema::Validator, result: &CallToolResult) {
+        let structured = result.structured_content.as_ref().unwrap_or_else(|| {
+            panic!("no structuredContent: {result:?}");
+        });
+        let errors: Vec<String> = validator
+            .iter_errors(structured)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{errors:?}\n{structured}");
+    }
+
+    /// An outcome with every optional field set, so each one is checked against the schema.
+    fn full_outcome(kind: Option<ErrorKind>) -> Outcome {
+        Outcome {
+            ok: kind.is_none(),
+            result: json!({"nested": [1, "two", null, {"x": true}]}),
+            truncated: Some(Truncation {
+                original_chars: 100_000,
+                limit_chars: 24_000,
+            }),
+            error: kind.map(|kind| ExecError {
+                kind,
+                name: Some("TypeError".into()),
+                message: "x is not a function".into(),
+                line: Some(2),
+                column: Some(7),
+                excerpt: Some("2 | x()\n  |   ^".into()),
+                stack: Some("at main (code.ts:2:7)".into()),
+            }),
+            console: vec![ConsoleLine {
+                level: "warn".into(),
+                text: "careful".into(),
+            }],
+            console_dropped: 3,
+            http: vec![CallRecord {
+                method: "GET".into(),
+                url: "https://api.example.com/v1/x".into(),
+                operation: Some("orders.list".into()),
+                status: Some(200),
+                duration_ms: 4,
+                bytes: 120,
+                error: Some("refused".into()),
+                dropped_headers: vec!["authorization".into()],
+            }],
+            duration_ms: 9,
+            timings: Timings::default(),
+        }
+    }
+
+    #[test]
+    fn every_execute_outcome_matches_the_declared_schema() {
+        let validator = validator(&execute_output_schema());
+        assert_valid(&validator, &execute_result(&full_outcome(None)));
+        for kind in ErrorKind::ALL {
+            let result = execute_result(&full_outcome(Some(kind)));
+            assert_eq!(result.is_error, Some(true));
+            assert_valid(&validator, &result);
+            let bare = Outcome {
+                truncated: None,
+                console: Vec::new(),
+                console_dropped: 0,
+                http: Vec::new(),
+                result: serde_json::Value::Null,
+                ..full_outcome(None)
+            };
+            let bare = Outcome {
+                ok: false,
+                error: Some(ExecError::new(kind, "failed")),
+                ..bare
+            };
+            assert_valid(&validator, &execute_result(&bare));
+        }
+    }
+
+    /// The hand-written input schemas and the structs the server reads agree: every
+    /// declared property is accepted, nothing undeclared is, and the required ones are required.
+    #[test]
+    fn input_schemas_describe_exactly_what_the_inputs_accept() {
+        fn check<T: DeserializeOwned + std::fmt::Debug>(
+            schema: &JsonObject,
+            sample: serde_json::Value,
+        ) {
+            let validator = validator(schema);
+            assert!(validator.is_valid(&sample), "{sample}");
+            let parsed: Result<Checked<T>, _> = serde_json::from_value(sample.clone());
+            assert!(parsed.is_ok(), "{sample}: {parsed:?}");
+            let declared: Vec<&String> = schema["properties"]
+                .as_object()
+                .map(|p| p.keys().collect())
+                .unwrap_or_default();
+            assert_eq!(
+                declared.len(),
+                sample.as_object().map_or(0, |o| o.len()),
+                "the sample sets every property"
+            );
+            let mut extra = sample.clone();
+            extra["undeclared"] = json!(1);
+            assert!(!validator.is_valid(&extra));
+            assert!(serde_json::from_value::<Checked<T>>(extra).is_err());
+            for required in schema["required"].as_array().into_iter().flatten() {
+                let mut missing = sample.clone();
+                missing
+                    .as_object_mut()
+                    .map(|o| o.remove(required.as_str().unwrap_or_default()));
+                assert!(!validator.is_valid(&missing));
+                assert!(
+                    serde_json::from_value::<Checked<T>>(missing).is_err(),
+                    "{required}"
+                );
+            }
+        }
+        check::<SearchDocs>(
+            &search_input_schema(),
+            json!({"query": "refund", "limit": 3, "detail": "full", "method": "POST", "group": "refunds"}),
+        );
+        check::<Execute>(
+            &execute_input_schema(),
+            json!({"code": "return 1", "timeout_ms": 500}),
+        );
+    }
+
+    #[test]
+    fn the_schema_names_every_error_kind_as_serialised() {
+        for kind in ErrorKind::ALL {
+            assert_eq!(serde_json::to_value(kind).ok(), Some(json!(kind.as_str())));
+        }
+    }
+
+    #[test]
+    fn search_results_match_the_declared_schema_with_and_without_a_hint() {
+        let validator = validator(&search_output_schema());
+        let hit = Hit {
+            kind: "operation",
+            id: "api.orders.list".into(),
+            text: "GET /orders  api.orders.list()".into(),
+            score: 1.0,
+        };
+        for results in [
+            Results {
+                hits: vec![hit.clone()],
+                hint: None,
+            },
+            Results {
+                hits: Vec::new(),
+                hint: Some("no results".into()),
+            },
+        ] {
+            let result = search_result(&results);
+            assert_valid(&validator, &result);
+            let structured = result.structured_content.unwrap_or_default();
+            assert!(
+                structured.get("hint").is_none_or(|h| h.is_string()),
+                "an absent hint is omitted, never null: {structured}"
+            );
+        }
+        let wrong = CallToolResult::structured(json!({"hits": [], "hint": null}));
+        assert!(
+            !validator.is_valid(wrong.structured_content.as_ref().unwrap_or(&json!(null))),
+            "the schema must refuse what the official clients refuse"
+        );
+    }
 }

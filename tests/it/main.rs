@@ -10,6 +10,7 @@
 )]
 
 mod cli;
+mod clients;
 mod demo;
 mod egress;
 mod golden;

@@ -25,15 +25,32 @@ fn args(value: Value) -> rmcp::model::JsonObject {
     value.as_object().cloned().unwrap_or_default()
 }
 
+/// Calls `tool` and checks its structured content against the output schema the server
+/// declares, as the official clients do (rmcp's client does not).
 async fn call(
     client: &RunningService<RoleClient, ()>,
     tool: &'static str,
     arguments: Value,
 ) -> CallToolResult {
-    client
+    let result = client
         .call_tool(CallToolRequestParams::new(tool).with_arguments(args(arguments)))
         .await
-        .unwrap_or_else(|e| panic!("{tool}: {e}"))
+        .unwrap_or_else(|e| panic!("{tool}: {e}"));
+    let tools = client.list_all_tools().await.unwrap();
+    let schema = tools
+        .iter()
+        .find(|t| t.name == tool)
+        .and_then(|t| t.output_schema.clone())
+        .unwrap_or_else(|| panic!("{tool} declares no output schema"));
+    let validator = jsonschema::draft202012::new(&Value::Object((*schema).clone())).unwrap();
+    let structured = result.structured_content.as_ref();
+    let structured = structured.unwrap_or_else(|| panic!("{tool}: no structured content"));
+    let errors: Vec<String> = validator
+        .iter_errors(structured)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{tool}: {errors:?}: {structured}");
+    result
 }
 
 fn text_of(result: &CallToolResult) -> String {
@@ -61,6 +78,13 @@ async fn exercise(client: &RunningService<RoleClient, ()>) {
         text_of(&found).contains("POST /refunds"),
         "{}",
         text_of(&found)
+    );
+
+    let nothing = call(client, "search_docs", json!({"query": "zzqx wvvy"})).await;
+    let nothing = nothing.structured_content.unwrap();
+    assert!(
+        nothing["hint"].is_string() && nothing["hits"] == json!([]),
+        "{nothing}"
     );
 
     let code = "const paid = [];\n\
@@ -103,7 +127,11 @@ async fn stdio_serves_the_demo_end_to_end() {
     let unknown = client
         .call_tool(CallToolRequestParams::new("delete_everything"))
         .await;
-    assert!(unknown.is_err(), "an unknown tool is a protocol error");
+    let unknown = unknown.expect_err("an unknown tool is a protocol error");
+    assert!(
+        unknown.to_string().contains("no tool `delete_everything`"),
+        "{unknown}"
+    );
     // Input validation errors come back as tool errors that name the argument at fault, so
     // the model can correct itself.
     for (arguments, expected) in [
@@ -159,21 +187,9 @@ async fn http_server(extra: &[&str], env: &[(&str, &str)]) -> (tokio::process::C
 }
 
 /// Spawns an HTTP server command and waits for the MCP endpoint it prints.
-async fn listening(mut command: Command) -> (tokio::process::Child, String) {
-    let mut child = command.stderr(Stdio::piped()).spawn().unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(rest) = line.strip_prefix("sdkbox: MCP endpoint ") {
-                return rest.split_whitespace().next().unwrap().to_owned();
-            }
-        }
-        panic!("the server ended before it listened");
-    })
-    .await
-    .unwrap();
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, url)
+async fn listening(command: Command) -> (tokio::process::Child, String) {
+    let server = crate::support::listening(command).await;
+    (server.child, server.url)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -89,3 +89,43 @@ pub fn assert_ended_before(outcome: &Outcome, ms: u64, waited_for: &str) {
         outcome.duration_ms
     );
 }
+
+/// An `sdkbox serve --http` process, listening.
+pub struct Listening {
+    /// The process; killed when dropped.
+    pub child: tokio::process::Child,
+    /// Its MCP endpoint.
+    pub url: String,
+    /// What it writes to stderr after it listened, until it ends.
+    pub log: tokio::task::JoinHandle<String>,
+}
+
+/// Spawns an HTTP server command and waits for the MCP endpoint it prints on stderr.
+pub async fn listening(mut command: tokio::process::Command) -> Listening {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = command
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(rest) = line.strip_prefix("sdkbox: MCP endpoint ") {
+                return rest.split_whitespace().next().unwrap().to_owned();
+            }
+        }
+        panic!("the server ended before it listened");
+    })
+    .await
+    .unwrap();
+    let log = tokio::spawn(async move {
+        let mut all = String::new();
+        while let Ok(Some(line)) = lines.next_line().await {
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    Listening { child, url, log }
+}

@@ -1,0 +1,188 @@
+"""Drives the real sdkbox binary with the official MCP Python SDK client and prints one JSON
+report line: {"client", "protocol", "checks": {name: "ok" | "FAIL: why"}}. Run by
+tests/it/clients.rs, which asserts every check ran and passed.
+
+Environment:
+  ERA        legacy (initialize), auto (server/discover, then fallback) or 2026-07-28 (pinned)
+  TRANSPORT  stdio (spawns SDKBOX_BIN serve --demo) or http (SDKBOX_URL with SDKBOX_TOKEN)
+"""
+
+import asyncio
+import json
+import os
+import time
+
+import anyio
+from jsonschema import Draft202012Validator
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+ERA = os.environ.get("ERA", "legacy")
+TRANSPORT = os.environ.get("TRANSPORT", "stdio")
+
+
+def server():
+    if TRANSPORT == "stdio":
+        # The README's Claude Desktop entry: {"command": "/path/to/sdkbox", "args": ["serve", "--demo"]}
+        return StdioServerParameters(command=os.environ["SDKBOX_BIN"], args=["serve", "--demo"])
+    # The README's remote entry: the MCP URL with `Authorization: Bearer $SDKBOX_TOKEN`.
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {os.environ['SDKBOX_TOKEN']}"})
+    return streamable_http_client(os.environ["SDKBOX_URL"], http_client=http)
+
+
+def text(result):
+    return "\n".join(c.text for c in result.content if c.type == "text")
+
+
+async def main():
+    checks = {}
+    validators = {}
+
+    async def check(name, body):
+        try:
+            await body()
+            checks[name] = "ok"
+        except Exception as error:  # every failure is reported, none ends the run
+            checks[name] = f"FAIL: {type(error).__name__}: {error}"
+
+    async with Client(server(), mode=ERA) as client:
+
+        def validate(tool, result):
+            # What the SDK does for results without isError, done for every result that has
+            # structuredContent (errors too), against the schema tools/list declared.
+            if result.structured_content is None:
+                assert result.is_error, f"{tool}: a result without isError must carry structuredContent"
+                return
+            errors = [f"{e.message} at {list(e.path)}" for e in validators[tool].iter_errors(result.structured_content)]
+            assert not errors, f"{tool}: structuredContent does not match outputSchema: {errors}"
+
+        async def call(name, arguments):
+            result = await client.call_tool(name, arguments)
+            validate(name, result)
+            return result
+
+        async def tools():
+            listed = (await client.list_tools()).tools
+            names = sorted(t.name for t in listed)
+            assert names == ["execute", "search_docs"], names
+            for tool in listed:
+                assert tool.output_schema, f"{tool.name} declares no outputSchema"
+                Draft202012Validator.check_schema(tool.output_schema)
+                validators[tool.name] = Draft202012Validator(tool.output_schema)
+            size = len(json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in listed]))
+            assert size / 4 < 1000, f"tools/list is about {size // 4} tokens"
+
+        async def search_hits():
+            result = await call("search_docs", {"query": "refund an order"})
+            assert result.structured_content["hits"][0]["id"] == "api.refunds.create", result.structured_content
+            assert "POST /refunds" in text(result), text(result)
+
+        async def search_no_hits():
+            result = await call("search_docs", {"query": "zzqx wvvy"})
+            assert result.structured_content["hits"] == [], result.structured_content
+            assert isinstance(result.structured_content["hint"], str), result.structured_content
+
+        async def search_hint():
+            result = await call("search_docs", {"query": "list", "group": "ordrs"})
+            assert "did you mean `orders`" in result.structured_content["hint"], result.structured_content
+
+        async def execute_ok():
+            code = (
+                "const paid = [];\n"
+                "for await (const o of api.paginate(api.orders.list, { status: 'paid', limit: 4 })) paid.push(o.id);\n"
+                "return { count: paid.length, first: paid[0] };"
+            )
+            result = await call("execute", {"code": code})
+            assert not result.is_error, text(result)
+            outcome = result.structured_content
+            assert outcome["ok"] and outcome["result"] == {"count": 10, "first": "ord_001"}, outcome
+            assert len(outcome["http"]) == 3, f"pages of 4: {outcome['http']}"
+
+        async def execute_script_error():
+            result = await call("execute", {"code": "const a = 1;\nreturn a.b.c;"})
+            assert result.is_error, "a script error is a tool error"
+            assert result.structured_content["error"]["kind"] == "runtime", result.structured_content
+            assert "error (runtime)" in text(result) and "2 | return a.b.c;" in text(result), text(result)
+
+        async def execute_syntax_error():
+            result = await call("execute", {"code": "return (1 +;"})
+            assert result.is_error and result.structured_content["error"]["kind"] == "syntax", result.structured_content
+
+        async def execute_truncated():
+            code = "return Array.from({ length: 5000 }, (_, i) => ({ i, s: 'x'.repeat(20) }));"
+            outcome = (await call("execute", {"code": code})).structured_content
+            cut = outcome.get("truncated") or {}
+            assert outcome["ok"] and cut.get("original_chars", 0) > cut.get("limit_chars", 0), cut
+            assert isinstance(outcome["result"], list) and len(outcome["result"]) < 5000, "the result is cut structurally"
+
+        async def execute_cancelled():
+            # The script would create a customer after 1.5 s; cancelled at 0.3 s, it must not.
+            marker = f"cancelled-py-{ERA}-{TRANSPORT}-{time.time_ns()}@example.com"
+            code = (
+                "await new Promise((r) => setTimeout(r, 1500)); "
+                f"await api.customers.create({{ email: {json.dumps(marker)} }}); return 'not cancelled';"
+            )
+            with anyio.move_on_after(0.3) as scope:
+                await client.call_tool("execute", {"code": code})
+            assert scope.cancelled_caught, "the call resolved although it was cancelled"
+            await anyio.sleep(2.5)
+            find = (
+                "const all = []; for await (const c of api.paginate(api.customers.list, { limit: 100 })) all.push(c.email); "
+                f"return all.includes({json.dumps(marker)});"
+            )
+            after = await call("execute", {"code": find})
+            assert after.structured_content["result"] is False, "the cancelled script went on and created the customer"
+
+        async def argument_error():
+            result = await call("execute", {"code": 42})
+            assert result.is_error, "a wrong argument is a tool error"
+            assert "`code`: invalid type: integer `42`, expected a string" in text(result), text(result)
+            unknown = await call("search_docs", {"query": "orders", "limt": 3})
+            assert unknown.is_error and "unknown field `limt`" in text(unknown), text(unknown)
+
+        async def unknown_tool():
+            message = ""
+            try:
+                result = await client.call_tool("delete_everything", {})
+                message = text(result) if result.is_error else ""
+            except MCPError as error:
+                message = str(error)
+            assert "delete_everything" in message, f"the error should name the tool: {message}"
+
+        async def malformed_request():
+            # `arguments` must be an object; the dispatcher sends what the typed API would refuse.
+            message = ""
+            try:
+                await client.session._dispatcher.send_raw_request(
+                    "tools/call", {"name": "execute", "arguments": "return 1"}, {}
+                )
+            except MCPError as error:
+                message = str(error)
+            assert message, "a malformed tools/call must be refused"
+
+        async def still_serving():
+            result = await call("execute", {"code": "return 'still serving'"})
+            assert result.structured_content["result"] == "still serving", result.structured_content
+
+        for name, body in [
+            ("tools", tools),
+            ("search_hits", search_hits),
+            ("search_no_hits", search_no_hits),
+            ("search_hint", search_hint),
+            ("execute_ok", execute_ok),
+            ("execute_script_error", execute_script_error),
+            ("execute_syntax_error", execute_syntax_error),
+            ("execute_truncated", execute_truncated),
+            ("execute_cancelled", execute_cancelled),
+            ("argument_error", argument_error),
+            ("unknown_tool", unknown_tool),
+            ("malformed_request", malformed_request),
+            ("still_serving", still_serving),
+        ]:
+            await check(name, body)
+        protocol = client.protocol_version
+    print(json.dumps({"client": "python", "protocol": protocol, "checks": checks}), flush=True)
+
+
+asyncio.run(main())

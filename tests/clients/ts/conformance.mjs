@@ -1,0 +1,213 @@
+// Drives the real sdkbox binary with an official MCP TypeScript client and prints one JSON
+// report line: {"client", "protocol", "checks": {name: "ok" | "FAIL: why"}}. Run by
+// tests/it/clients.rs, which asserts every check ran and passed.
+//
+// Environment:
+//   SDK        v1 (@modelcontextprotocol/sdk, handshake era only) or v2 (@modelcontextprotocol/client)
+//   ERA        legacy (initialize), auto (server/discover, then fallback) or 2026-07-28 (pinned)
+//   TRANSPORT  stdio (spawns SDKBOX_BIN serve --demo) or http (SDKBOX_URL with SDKBOX_TOKEN)
+
+import Ajv2020 from "ajv/dist/2020.js";
+
+const sdk = process.env.SDK ?? "v1";
+const era = process.env.ERA ?? "legacy";
+const transportKind = process.env.TRANSPORT ?? "stdio";
+
+const modules =
+  sdk === "v1"
+    ? {
+        client: await import("@modelcontextprotocol/sdk/client/index.js"),
+        stdio: await import("@modelcontextprotocol/sdk/client/stdio.js"),
+        http: await import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
+        types: await import("@modelcontextprotocol/sdk/types.js"),
+      }
+    : {
+        client: await import("@modelcontextprotocol/client"),
+        stdio: await import("@modelcontextprotocol/client/stdio"),
+        http: await import("@modelcontextprotocol/client"),
+        types: {},
+      };
+
+if (sdk === "v1" && era !== "legacy") {
+  throw new Error("@modelcontextprotocol/sdk 1.x speaks only the handshake era");
+}
+
+function transport() {
+  if (transportKind === "stdio") {
+    // The README's Claude Desktop entry: { "command": "/path/to/sdkbox", "args": ["serve", "--demo"] }
+    return new modules.stdio.StdioClientTransport({
+      command: process.env.SDKBOX_BIN,
+      args: ["serve", "--demo"],
+      stderr: "ignore",
+    });
+  }
+  // The README's remote entry: the MCP URL with `Authorization: Bearer $SDKBOX_TOKEN`.
+  return new modules.http.StreamableHTTPClientTransport(new URL(process.env.SDKBOX_URL), {
+    requestInit: { headers: { Authorization: `Bearer ${process.env.SDKBOX_TOKEN}` } },
+  });
+}
+
+const options = era === "legacy" ? {} : { versionNegotiation: { mode: era === "auto" ? "auto" : { pin: era } } };
+const client = new modules.client.Client({ name: `sdkbox-conformance-${sdk}`, version: "1.0.0" }, options);
+await client.connect(transport());
+
+const checks = {};
+async function check(name, body) {
+  try {
+    await body();
+    checks[name] = "ok";
+  } catch (error) {
+    checks[name] = `FAIL: ${error?.message ?? error}`;
+  }
+}
+function assert(condition, message) {
+  if (!condition) throw new Error(message);
+}
+
+const ajv = new Ajv2020({ strict: false });
+const validators = {};
+// What the SDK does for results without isError, done for every result that has
+// structuredContent (errors too), against the schema tools/list declared.
+function validate(tool, result) {
+  if (result.structuredContent === undefined) {
+    assert(result.isError === true, `${tool}: a result without isError must carry structuredContent`);
+    return;
+  }
+  const valid = validators[tool](result.structuredContent);
+  assert(valid, `${tool}: structuredContent does not match outputSchema: ${ajv.errorsText(validators[tool].errors)}`);
+}
+const text = (result) => result.content.filter((c) => c.type === "text").map((c) => c.text).join("\n");
+
+async function call(name, args, requestOptions) {
+  const result = await client.callTool({ name, arguments: args }, undefined, requestOptions);
+  validate(name, result);
+  return result;
+}
+// v2's callTool takes (params, options); v1's takes (params, resultSchema, options).
+const callTool =
+  sdk === "v1"
+    ? call
+    : async (name, args, requestOptions) => {
+        const result = await client.callTool({ name, arguments: args }, requestOptions);
+        validate(name, result);
+        return result;
+      };
+
+await check("tools", async () => {
+  const { tools } = await client.listTools();
+  const names = tools.map((t) => t.name).sort();
+  assert(JSON.stringify(names) === '["execute","search_docs"]', `tools: ${names}`);
+  for (const tool of tools) {
+    assert(tool.outputSchema, `${tool.name} declares no outputSchema`);
+    validators[tool.name] = ajv.compile(tool.outputSchema);
+  }
+  const tokens = Math.round(JSON.stringify(tools).length / 4);
+  assert(tokens < 1000, `tools/list is about ${tokens} tokens`);
+});
+
+await check("search_hits", async () => {
+  const result = await callTool("search_docs", { query: "refund an order" });
+  assert(result.structuredContent.hits[0]?.id === "api.refunds.create", JSON.stringify(result.structuredContent));
+  assert(text(result).includes("POST /refunds"), text(result));
+});
+
+await check("search_no_hits", async () => {
+  const result = await callTool("search_docs", { query: "zzqx wvvy" });
+  assert(result.structuredContent.hits.length === 0, JSON.stringify(result.structuredContent));
+  assert(typeof result.structuredContent.hint === "string", JSON.stringify(result.structuredContent));
+});
+
+await check("search_hint", async () => {
+  const result = await callTool("search_docs", { query: "list", group: "ordrs" });
+  assert(result.structuredContent.hint.includes("did you mean `orders`"), JSON.stringify(result.structuredContent));
+});
+
+await check("execute_ok", async () => {
+  const code =
+    "const paid = [];\nfor await (const o of api.paginate(api.orders.list, { status: 'paid', limit: 4 })) paid.push(o.id);\nreturn { count: paid.length, first: paid[0] };";
+  const result = await callTool("execute", { code });
+  assert(result.isError !== true, text(result));
+  const outcome = result.structuredContent;
+  assert(outcome.ok === true && outcome.result.count === 10 && outcome.result.first === "ord_001", JSON.stringify(outcome));
+  assert(outcome.http.length === 3, `pages of 4: ${JSON.stringify(outcome.http)}`);
+});
+
+await check("execute_script_error", async () => {
+  const result = await callTool("execute", { code: "const a = 1;\nreturn a.b.c;" });
+  assert(result.isError === true, "a script error is a tool error");
+  assert(result.structuredContent.error.kind === "runtime", JSON.stringify(result.structuredContent));
+  assert(text(result).includes("error (runtime)") && text(result).includes("2 | return a.b.c;"), text(result));
+});
+
+await check("execute_syntax_error", async () => {
+  const result = await callTool("execute", { code: "return (1 +;" });
+  assert(result.isError === true && result.structuredContent.error.kind === "syntax", JSON.stringify(result.structuredContent));
+});
+
+await check("execute_truncated", async () => {
+  const code = "return Array.from({ length: 5000 }, (_, i) => ({ i, s: 'x'.repeat(20) }));";
+  const result = await callTool("execute", { code });
+  const outcome = result.structuredContent;
+  assert(outcome.ok === true && outcome.truncated?.original_chars > outcome.truncated?.limit_chars, JSON.stringify(outcome.truncated));
+  assert(Array.isArray(outcome.result) && outcome.result.length < 5000, "the result is cut structurally");
+});
+
+await check("execute_cancelled", async () => {
+  // The script would create a customer after 1.5 s; cancelled at 0.3 s, it must not.
+  const marker = `cancelled-${sdk}-${era}-${transportKind}-${Date.now()}@example.com`;
+  const code = `await new Promise((r) => setTimeout(r, 1500)); await api.customers.create({ email: ${JSON.stringify(marker)} }); return "not cancelled";`;
+  const controller = new AbortController();
+  setTimeout(() => controller.abort(), 300);
+  let outcome = "resolved";
+  try {
+    await callTool("execute", { code }, { signal: controller.signal });
+  } catch (error) {
+    outcome = String(error?.name ?? error);
+  }
+  assert(outcome !== "resolved", "the call resolved although it was cancelled");
+  await new Promise((r) => setTimeout(r, 2500));
+  const find = `const all = []; for await (const c of api.paginate(api.customers.list, { limit: 100 })) all.push(c.email); return all.includes(${JSON.stringify(marker)});`;
+  const after = await callTool("execute", { code: find });
+  assert(after.structuredContent.result === false, "the cancelled script went on and created the customer");
+});
+
+await check("argument_error", async () => {
+  const result = await callTool("execute", { code: 42 });
+  assert(result.isError === true, "a wrong argument is a tool error");
+  assert(text(result).includes("`code`: invalid type: integer `42`, expected a string"), text(result));
+  const unknown = await callTool("search_docs", { query: "orders", limt: 3 });
+  assert(unknown.isError === true && text(unknown).includes("unknown field `limt`"), text(unknown));
+});
+
+await check("unknown_tool", async () => {
+  let message = "";
+  try {
+    const result = await client.callTool({ name: "delete_everything", arguments: {} });
+    message = result.isError ? text(result) : "";
+  } catch (error) {
+    message = String(error?.message ?? error);
+  }
+  assert(message.includes("delete_everything"), `the error should name the tool: ${message}`);
+});
+
+await check("malformed_request", async () => {
+  let message = "";
+  try {
+    // `arguments` must be an object; a raw request gets past the client's own typing.
+    const request = { method: "tools/call", params: { name: "execute", arguments: "return 1" } };
+    await (sdk === "v1" ? client.request(request, modules.types.CallToolResultSchema) : client.request(request));
+  } catch (error) {
+    message = String(error?.message ?? error);
+  }
+  assert(message.length > 0, "a malformed tools/call must be refused");
+});
+
+await check("still_serving", async () => {
+  const result = await callTool("execute", { code: "return 'still serving'" });
+  assert(result.structuredContent.result === "still serving", JSON.stringify(result.structuredContent));
+});
+
+const protocol = typeof client.getNegotiatedProtocolVersion === "function" ? client.getNegotiatedProtocolVersion() : "2025-11-25";
+console.log(JSON.stringify({ client: `typescript-${sdk}`, protocol, checks }));
+await client.close();
+process.exit(0);

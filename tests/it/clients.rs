@@ -1,0 +1,240 @@
+//! Conformance with the official MCP clients: the real `sdkbox` binary driven by the official
+//! TypeScript SDK (`@modelcontextprotocol/sdk` 1.x, handshake era only, and
+//! `@modelcontextprotocol/client` 2.x) and the official Python SDK (`mcp` 2.x), over stdio and
+//! streamable HTTP, in both protocol eras: the `initialize` handshake (2025-11-25) and the
+//! 2026-07-28 revision (`server/discover`, pinned and negotiated). Each client validates every
+//! result against the declared output schema, as the SDKs do. The clients live in
+//! `tests/clients/` with their lock files; `scripts/test-deps` installs them. Without node or
+//! python these tests skip with a reason, except in CI, where they must run.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::Value;
+use tokio::process::Command;
+
+use crate::support::{Listening, listening};
+
+/// Every check a conformance client runs; each must run and pass.
+const CHECKS: [&str; 13] = [
+    "tools",
+    "search_hits",
+    "search_no_hits",
+    "search_hint",
+    "execute_ok",
+    "execute_script_error",
+    "execute_syntax_error",
+    "execute_truncated",
+    "execute_cancelled",
+    "argument_error",
+    "unknown_tool",
+    "malformed_request",
+    "still_serving",
+];
+
+fn clients_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients")
+}
+
+/// `None` (with the reason printed) when a client cannot run here; in CI that is a failure.
+fn available(what: &str, path: &Path, install: &str) -> Option<PathBuf> {
+    if path.exists() {
+        return Some(path.to_owned());
+    }
+    let reason = format!("{what} is not installed at {} ({install})", path.display());
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must run the conformance suite: {reason}"
+    );
+    eprintln!("skipped: {reason}");
+    None
+}
+
+fn node_client() -> Option<PathBuf> {
+    let dir = clients_dir().join("ts");
+    if std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run the conformance suite: node is not on PATH"
+        );
+        eprintln!("skipped: node is not on PATH");
+        return None;
+    }
+    available(
+        "the TypeScript clients",
+        &dir.join("node_modules/@modelcontextprotocol/sdk"),
+        "run scripts/test-deps",
+    )?;
+    Some(dir)
+}
+
+fn python_client() -> Option<PathBuf> {
+    available(
+        "the Python client",
+        &clients_dir().join("py/.venv/bin/python"),
+        "run scripts/test-deps",
+    )
+}
+
+/// The protocol version a client in `era` must end up speaking.
+fn expected_protocol(era: &str) -> &'static str {
+    match era {
+        "legacy" => "2025-11-25",
+        _ => "2026-07-28",
+    }
+}
+
+/// `sdkbox serve --demo --http` with a bearer token, as the README's remote setup.
+async fn http_server(token: &str) -> Listening {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sdkbox"));
+    command
+        .args(["serve", "--demo", "--http", "127.0.0.1:0"])
+        .args(["--token-env", "SDKBOX_TOKEN"])
+        .env("SDKBOX_TOKEN", token);
+    listening(command).await
+}
+
+/// Runs a conformance client to its end and checks its report: every check ran and passed,
+/// in the protocol version the era asks for. Returns the client's stderr.
+async fn run(mut command: Command, era: &str, transport: &str) -> String {
+    let token = format!("conformance-{}", std::process::id());
+    let server = match transport {
+        "http" => Some(http_server(&token).await),
+        _ => None,
+    };
+    command
+        .env("ERA", era)
+        .env("TRANSPORT", transport)
+        .env("SDKBOX_BIN", env!("CARGO_BIN_EXE_sdkbox"))
+        .kill_on_drop(true);
+    if let Some(server) = &server {
+        command
+            .env("SDKBOX_URL", &server.url)
+            .env("SDKBOX_TOKEN", &token);
+    }
+    let output: Output =
+        tokio::time::timeout(std::time::Duration::from_secs(180), command.output())
+            .await
+            .expect("the client did not finish in 180 s")
+            .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let report: Value = stdout
+        .lines()
+        .rev()
+        .find_map(|line| serde_json::from_str(line).ok())
+        .unwrap_or_else(|| panic!("no report:\n{stdout}\n{stderr}"));
+    assert_eq!(
+        report["protocol"],
+        expected_protocol(era),
+        "{report}\n{stderr}"
+    );
+    let checks = report["checks"].as_object().unwrap();
+    let failed: Vec<String> = checks
+        .iter()
+        .filter(|(_, v)| *v != "ok")
+        .map(|(k, v)| format!("{k}: {v}"))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{}:\n{}",
+        report["client"],
+        failed.join("\n")
+    );
+    let mut ran: Vec<&str> = checks.keys().map(String::as_str).collect();
+    let mut expected = CHECKS.to_vec();
+    ran.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(ran, expected, "{report}");
+    if let Some(server) = server {
+        drop(server.child);
+        let server_log = server.log.await.unwrap_or_default();
+        assert!(!server_log.contains("panicked"), "{server_log}");
+    }
+    stderr
+}
+
+async fn typescript(sdk: &str, era: &str, transport: &str) {
+    let Some(dir) = node_client() else { return };
+    let mut command = Command::new("node");
+    command
+        .arg("conformance.mjs")
+        .current_dir(&dir)
+        .env("SDK", sdk);
+    run(command, era, transport).await;
+}
+
+async fn python(era: &str, transport: &str) {
+    let Some(python) = python_client() else {
+        return;
+    };
+    let mut command = Command::new(python);
+    command.arg(clients_dir().join("py/conformance.py"));
+    let stderr = run(command, era, transport).await;
+    assert!(
+        !stderr.contains("Session termination failed"),
+        "the client complained about closing the session: {stderr}"
+    );
+}
+
+macro_rules! conformance {
+    ($($name:ident => $body:expr;)*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                $body.await;
+            }
+        )*
+    };
+}
+
+conformance! {
+    typescript_sdk_1_stdio_handshake => typescript("v1", "legacy", "stdio");
+    typescript_sdk_1_http_handshake => typescript("v1", "legacy", "http");
+    typescript_client_2_stdio_handshake => typescript("v2", "legacy", "stdio");
+    typescript_client_2_http_handshake => typescript("v2", "legacy", "http");
+    typescript_client_2_stdio_2026_pinned => typescript("v2", "2026-07-28", "stdio");
+    typescript_client_2_http_2026_pinned => typescript("v2", "2026-07-28", "http");
+    typescript_client_2_stdio_auto => typescript("v2", "auto", "stdio");
+    typescript_client_2_http_auto => typescript("v2", "auto", "http");
+    python_stdio_handshake => python("legacy", "stdio");
+    python_http_handshake => python("legacy", "http");
+    python_stdio_2026_pinned => python("2026-07-28", "stdio");
+    python_http_2026_pinned => python("2026-07-28", "http");
+    python_stdio_auto => python("auto", "stdio");
+    python_http_auto => python("auto", "http");
+}
+
+/// The MCP Inspector's strict check finds no tool-schema portability problem (it reports
+/// each on stderr and exits 6 on an error-severity one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspector_finds_no_portability_problem() {
+    let Some(dir) = node_client() else { return };
+    let output = Command::new("node")
+        .arg("node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js")
+        .args(["--cli", "--method", "tools/list", "--strict"])
+        .arg(env!("CARGO_BIN_EXE_sdkbox"))
+        .args(["serve", "--demo"])
+        .current_dir(&dir)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        !stderr.contains("Warning") && !stderr.contains("Error"),
+        "{stderr}"
+    );
+    let listed: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        listed["tools"].as_array().map(Vec::len),
+        Some(2),
+        "{listed}"
+    );
+}
