@@ -61,6 +61,8 @@ pub struct LimitsFile {
     pub max_requests: Option<u32>,
     /// Result size, in characters.
     pub max_result_chars: Option<usize>,
+    /// Size of a whole `execute` result as sent, in bytes.
+    pub max_output_bytes: Option<usize>,
     /// Executions at once.
     pub workers: Option<usize>,
 }
@@ -197,8 +199,18 @@ impl ProviderFile {
                 .memory_mb
                 .map_or(defaults.memory_bytes, |mb| mb * 1024 * 1024),
             max_result_chars: limits.max_result_chars.unwrap_or(defaults.max_result_chars),
+            max_output_bytes: limits.max_output_bytes.unwrap_or(defaults.max_output_bytes),
             ..defaults
         };
+        if exec_limits.max_output_bytes < 8_192
+            || exec_limits.max_result_chars > exec_limits.max_output_bytes / 2
+        {
+            return Err(ConfigError::Invalid(format!(
+                "limits.max_output_bytes ({}) must be at least 8192 and hold limits.max_result_chars \
+                 ({}) twice over: the structured result and its text each get half",
+                exec_limits.max_output_bytes, exec_limits.max_result_chars
+            )));
+        }
         let guides_dir = self.guides.or_else(|| {
             let source = spec_source.filter(|s| !s.contains("://"))?;
             Path::new(&source).parent().map(|p| p.join("guides"))

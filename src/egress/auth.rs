@@ -2,14 +2,12 @@
 //!
 //! Only egress holds a [`Secret`]. It never enters the isolate: the script's own credential
 //! headers are dropped and the real ones added here, and a [`Scrubber`] removes every form
-//! of the secret from what goes back (response bodies, results, console lines, errors).
+//! of the secret from what goes back (`super::scrub`).
 
-use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
+use super::scrub::Scrubber;
 
 /// A provider credential. Its `Debug` and `Display` never show it; it is not serialisable.
 #[derive(Clone)]
@@ -84,7 +82,8 @@ pub struct Credential {
     pub secret: Secret,
 }
 
-/// Header names a script may not set: credentials are sdkbox's job, and framing is reqwest's.
+/// Header names a script may not set: credentials are sdkbox's job, framing is reqwest's,
+/// and the method is the one the request is sent with.
 const FORBIDDEN_HEADERS: &[&str] = &[
     "authorization",
     "proxy-authorization",
@@ -97,6 +96,10 @@ const FORBIDDEN_HEADERS: &[&str] = &[
     "content-length",
     "connection",
     "transfer-encoding",
+    // Would make the provider act as another method than the one sdkbox checked and logged.
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
 ];
 
 impl Credential {
@@ -121,79 +124,16 @@ impl Credential {
         }
     }
 
+    /// The scrubber that keeps this secret out of what scripts and clients see.
+    pub fn scrubber(&self) -> Scrubber {
+        Scrubber::for_secret(self.secret.expose())
+    }
+
     /// The query parameter that carries the secret, which scripts may not set themselves.
     pub fn query_name(&self) -> Option<&str> {
         match &self.scheme {
             AuthScheme::Query(name) => Some(name),
             _ => None,
-        }
-    }
-}
-
-/// Replaces every form of the secret (plain, base64 as in Basic auth, URL-encoded) with
-/// `[redacted]`.
-#[derive(Clone, Default)]
-pub struct Scrubber {
-    needles: Vec<String>,
-}
-
-impl Scrubber {
-    /// A scrubber for `credential`; one that changes nothing when there is none.
-    pub fn new(credential: Option<&Credential>) -> Self {
-        let Some(credential) = credential else {
-            return Self::default();
-        };
-        let secret = credential.secret.expose();
-        if secret.len() < 4 {
-            // Too short to tell apart from ordinary text; redacting it would mangle output.
-            return Self::default();
-        }
-        let basic = if secret.contains(':') {
-            secret.to_owned()
-        } else {
-            format!("{secret}:")
-        };
-        let mut needles = vec![
-            secret.to_owned(),
-            STANDARD.encode(basic.as_bytes()),
-            url::form_urlencoded::byte_serialize(secret.as_bytes()).collect(),
-        ];
-        needles.sort_by_key(|n| std::cmp::Reverse(n.len()));
-        needles.dedup();
-        Self { needles }
-    }
-
-    /// `text` with the secret replaced.
-    pub fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let mut out = Cow::Borrowed(text);
-        for needle in &self.needles {
-            if out.contains(needle.as_str()) {
-                out = Cow::Owned(out.replace(needle.as_str(), "[redacted]"));
-            }
-        }
-        out
-    }
-
-    /// Scrubs every string (and key) inside a JSON value, in place.
-    pub fn scrub_json(&self, value: &mut serde_json::Value) {
-        if self.needles.is_empty() {
-            return;
-        }
-        match value {
-            serde_json::Value::String(s) => {
-                if let Cow::Owned(clean) = self.scrub(s) {
-                    *s = clean;
-                }
-            }
-            serde_json::Value::Array(items) => items.iter_mut().for_each(|v| self.scrub_json(v)),
-            serde_json::Value::Object(map) => {
-                let entries = std::mem::take(map);
-                for (key, mut v) in entries {
-                    self.scrub_json(&mut v);
-                    map.insert(self.scrub(&key).into_owned(), v);
-                }
-            }
-            _ => {}
         }
     }
 }
@@ -214,17 +154,6 @@ mod tests {
         let c = cred(AuthScheme::Bearer, "sk_live_canary");
         assert!(!format!("{c:?}").contains("canary"));
         assert_eq!(c.secret.to_string(), "[redacted]");
-    }
-
-    #[test]
-    fn scrubs_every_form() {
-        let s = Scrubber::new(Some(&cred(AuthScheme::Basic, "sk/live+canary")));
-        let basic = STANDARD.encode("sk/live+canary:");
-        let text = format!("a sk/live+canary b {basic} c sk%2Flive%2Bcanary");
-        assert_eq!(s.scrub(&text), "a [redacted] b [redacted] c [redacted]");
-        let mut json = serde_json::json!({"sk/live+canary": ["x sk/live+canary"]});
-        s.scrub_json(&mut json);
-        assert_eq!(json, serde_json::json!({"[redacted]": ["x [redacted]"]}));
     }
 
     #[test]

@@ -9,9 +9,10 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, redirect};
 use url::Url;
 
-use super::auth::Scrubber;
+use super::auth::Credential;
 use super::policy::OriginPolicy;
 use super::resolver::{GuardedResolver, RefusedAddress};
+use super::scrub::Scrubber;
 use super::{EgressConfig, EgressError, EgressLimits};
 
 const MAX_REDIRECTS: usize = 5;
@@ -84,7 +85,10 @@ impl Client {
             .user_agent(concat!("sdkbox/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| EgressError::Setup(e.to_string()))?;
-        let scrubber = Scrubber::new(config.credential.as_ref());
+        let scrubber = config
+            .credential
+            .as_ref()
+            .map_or_else(Scrubber::default, Credential::scrubber);
         Ok(Self {
             config,
             policy,
@@ -112,7 +116,7 @@ impl Client {
         request: &CheckedRequest,
         timeout: Duration,
     ) -> Result<RawResponse, EgressError> {
-        let shown = self.scrubber.scrub(request.url.as_str()).into_owned();
+        let shown = request.url.to_string();
         let mut builder = self
             .http
             .request(request.method.clone(), request.url.clone())
@@ -188,7 +192,7 @@ impl Client {
         let reason = format!("{}{reason}", error.without_url());
         EgressError::Network {
             url: url.to_owned(),
-            reason: self.scrubber.scrub(&reason).into_owned(),
+            reason,
         }
     }
 }

@@ -13,12 +13,17 @@ mod client;
 mod error;
 mod policy;
 mod resolver;
+mod scrub;
 mod session;
 
-pub use auth::{AuthScheme, Credential, Scrubber, Secret};
+pub use auth::{AuthScheme, Credential, Secret};
 pub use error::EgressError;
 pub use policy::OriginPolicy;
-pub use session::{CallRecord, EgressSession, ScriptRequest, ScriptResponse, UrlKind};
+pub use scrub::{REDACTED, Scrubber, WITHHELD};
+pub use session::{
+    CallRecord, EgressSession, MAX_LOGGED_CALLS, ScriptRequest, ScriptResponse, UNFINISHED,
+    UrlKind, cut,
+};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -14,9 +14,21 @@ use url::Url;
 use super::EgressError;
 use super::auth::Credential;
 use super::client::{CheckedRequest, Client, RawResponse, header_pair};
+use super::scrub::Scrubber;
 
 const MAX_RETRIES: u32 = 2;
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(10);
+
+/// Calls listed in one execution's log; more are counted, not listed.
+pub const MAX_LOGGED_CALLS: usize = 100;
+/// Characters of a logged method or URL; the rest is counted.
+pub const MAX_LOGGED_URL: usize = 300;
+/// Characters of a logged error.
+pub const MAX_LOGGED_ERROR: usize = 500;
+
+/// What a call that was sent but never finished says in the log.
+pub const UNFINISHED: &str = "unfinished: the execution ended before the response arrived; \
+                              the provider may have received and acted on the request";
 
 /// How a script-given URL is read.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -68,8 +80,9 @@ pub struct ScriptResponse {
     pub body: String,
 }
 
-/// One entry of the call log returned with every execution.
-#[derive(Debug, Clone, Serialize)]
+/// One entry of the call log returned with every execution: written when the request is
+/// sent, completed when it ends.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CallRecord {
     /// HTTP method.
     pub method: String,
@@ -89,8 +102,45 @@ pub struct CallRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Headers the script set that sdkbox dropped (credentials are injected by sdkbox).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dropped_headers: Vec<String>,
+}
+
+impl CallRecord {
+    /// A record of a request as it leaves (or is refused), its strings cut to the log's
+    /// bounds.
+    fn new(method: &str, url: &str, operation: Option<String>, dropped: Vec<String>) -> Self {
+        Self {
+            method: cut(method, 16),
+            url: cut(url, MAX_LOGGED_URL),
+            operation: operation.map(|o| cut(&o, MAX_LOGGED_URL)),
+            status: None,
+            duration_ms: 0,
+            bytes: 0,
+            error: None,
+            dropped_headers: dropped.iter().take(20).map(|h| cut(h, 100)).collect(),
+        }
+    }
+
+    fn failed(mut self, error: &EgressError) -> Self {
+        self.error = Some(cut(&error.to_string(), MAX_LOGGED_ERROR));
+        self
+    }
+}
+
+/// `text` cut to `max` characters, saying how long it was.
+pub fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_owned(),
+        Some((end, _)) => format!("{}… [{} chars]", &text[..end], text.chars().count()),
+    }
+}
+
+/// The log of one execution: at most [`MAX_LOGGED_CALLS`] records, the rest counted.
+#[derive(Default)]
+struct CallLog {
+    records: Vec<(CallRecord, bool)>,
+    dropped: usize,
 }
 
 /// The network budget and log of one execution. Cheap to clone; clones share the budget.
@@ -103,8 +153,9 @@ struct State {
     client: Arc<Client>,
     deadline: Instant,
     cancel: CancellationToken,
+    /// Requests asked for: sent attempts (retries included) and refusals alike.
     sent: AtomicU32,
-    log: Mutex<Vec<CallRecord>>,
+    log: Mutex<CallLog>,
 }
 
 impl EgressSession {
@@ -115,7 +166,7 @@ impl EgressSession {
                 deadline,
                 cancel,
                 sent: AtomicU32::new(0),
-                log: Mutex::new(Vec::new()),
+                log: Mutex::new(CallLog::default()),
             }),
         }
     }
@@ -128,16 +179,14 @@ impl EgressSession {
         let (checked, dropped) = match self.check(request) {
             Ok(checked) => checked,
             Err((url, error)) => {
-                self.record(CallRecord {
-                    method,
-                    url,
-                    operation,
-                    status: None,
-                    duration_ms: 0,
-                    bytes: 0,
-                    error: Some(error.to_string()),
-                    dropped_headers: Vec::new(),
-                });
+                // A refusal costs a request too, so a script cannot spin on them.
+                let limit = self.state.client.limits().max_requests;
+                let error = match self.state.take_budget(limit) {
+                    Ok(()) => error,
+                    Err(exhausted) => exhausted,
+                };
+                let record = CallRecord::new(&method, &url, operation, Vec::new());
+                self.state.begin(record.failed(&error), true);
                 return Err(error);
             }
         };
@@ -155,16 +204,27 @@ impl EgressSession {
         }
     }
 
-    /// The calls made so far, in order.
-    pub fn calls(&self) -> Vec<CallRecord> {
-        match self.state.log.lock() {
-            Ok(log) => log.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+    /// The calls made so far, in order, and how many more were not listed. A call still in
+    /// flight is listed as [`UNFINISHED`]: it was sent, and the provider may have acted on it.
+    pub fn calls(&self) -> (Vec<CallRecord>, usize) {
+        let log = lock(&self.state.log);
+        let records = log
+            .records
+            .iter()
+            .map(|(record, finished)| {
+                let mut record = record.clone();
+                if !finished && record.status.is_none() && record.error.is_none() {
+                    record.error = Some(UNFINISHED.to_owned());
+                }
+                record
+            })
+            .collect();
+        (records, log.dropped)
     }
 
-    fn record(&self, record: CallRecord) {
-        self.state.record(record);
+    /// The scrubber for this session's secret.
+    pub fn scrubber(&self) -> &Scrubber {
+        self.state.client.scrubber()
     }
 
     /// Resolves, checks and encodes the request; on failure returns the URL to log.
@@ -180,7 +240,7 @@ impl EgressSession {
             resolve_url(&client.config.base_url, &request.url, request.kind).map_err(fail)?;
         let mut dropped = Vec::new();
         append_query(&mut url, &request.query, credential, &mut dropped);
-        let shown = client.scrubber().scrub(url.as_str()).into_owned();
+        let shown = url.to_string();
         client
             .policy()
             .check(&url)
@@ -219,11 +279,33 @@ impl EgressSession {
 }
 
 impl State {
-    fn record(&self, record: CallRecord) {
-        match self.log.lock() {
-            Ok(mut log) => log.push(record),
-            Err(poisoned) => poisoned.into_inner().push(record),
+    /// Logs a request as it leaves (`finished` for a refusal, which is complete at once);
+    /// returns its place, or `None` past the log's bound.
+    fn begin(&self, record: CallRecord, finished: bool) -> Option<usize> {
+        let mut log = lock(&self.log);
+        if log.records.len() >= MAX_LOGGED_CALLS {
+            log.dropped += 1;
+            return None;
         }
+        log.records.push((record, finished));
+        Some(log.records.len() - 1)
+    }
+
+    /// Completes the record at `place` with how its request ended.
+    fn complete(&self, place: Option<usize>, complete: impl FnOnce(&mut CallRecord)) {
+        let mut log = lock(&self.log);
+        if let Some((record, finished)) = place.and_then(|i| log.records.get_mut(i)) {
+            complete(record);
+            *finished = true;
+        }
+    }
+
+    /// Takes one request from the budget.
+    fn take_budget(&self, limit: u32) -> Result<(), EgressError> {
+        if self.sent.fetch_add(1, Ordering::SeqCst) >= limit {
+            return Err(EgressError::BudgetExhausted { limit });
+        }
+        Ok(())
     }
 
     async fn send_with_retries(
@@ -232,33 +314,41 @@ impl State {
         dropped: Vec<String>,
         operation: Option<String>,
     ) -> Result<ScriptResponse, EgressError> {
-        let scrubber = self.client.scrubber();
-        let shown = scrubber.scrub(request.url.as_str()).into_owned();
+        let shown = request.url.to_string();
         let limits = self.client.limits();
         let mut attempt = 0;
         loop {
             attempt += 1;
             let started = Instant::now();
-            let mut record = CallRecord {
-                method: request.method.to_string(),
-                url: shown.clone(),
-                operation: operation.clone(),
-                status: None,
-                duration_ms: 0,
-                bytes: 0,
-                error: None,
-                dropped_headers: dropped.clone(),
-            };
-            let result = self.attempt(&request, &shown, limits.max_requests).await;
-            record.duration_ms = started.elapsed().as_millis() as u64;
-            match &result {
-                Ok(raw) => {
-                    record.status = Some(raw.status.as_u16());
-                    record.bytes = raw.body.len();
+            let record = CallRecord::new(
+                request.method.as_str(),
+                &shown,
+                operation.clone(),
+                dropped.clone(),
+            );
+            let result = match self.take_budget(limits.max_requests) {
+                Err(exhausted) => {
+                    self.begin(record.failed(&exhausted), true);
+                    Err(exhausted)
                 }
-                Err(error) => record.error = Some(error.to_string()),
-            }
-            self.record(record);
+                Ok(()) => {
+                    let place = self.begin(record, false);
+                    let result = self.attempt(&request, &shown).await;
+                    self.complete(place, |record| {
+                        record.duration_ms = started.elapsed().as_millis() as u64;
+                        match &result {
+                            Ok(raw) => {
+                                record.status = Some(raw.status.as_u16());
+                                record.bytes = raw.body.len();
+                            }
+                            Err(error) => {
+                                record.error = Some(cut(&error.to_string(), MAX_LOGGED_ERROR));
+                            }
+                        }
+                    });
+                    result
+                }
+            };
             let raw = result?;
             if let Some(wait) = self.retry_wait(&request.method, &raw, attempt) {
                 tokio::select! {
@@ -270,16 +360,12 @@ impl State {
         }
     }
 
-    /// One attempt: takes a unit of budget, then sends within the deadline.
+    /// One attempt, sent within the deadline.
     async fn attempt(
         &self,
         request: &CheckedRequest,
         shown: &str,
-        limit: u32,
     ) -> Result<RawResponse, EgressError> {
-        if self.sent.fetch_add(1, Ordering::SeqCst) >= limit {
-            return Err(EgressError::BudgetExhausted { limit });
-        }
         let left = self.deadline.saturating_duration_since(Instant::now());
         let timeout = self.client.limits().request_timeout.min(left);
         tokio::select! {
@@ -298,37 +384,48 @@ impl State {
         if !retryable || !idempotent || attempt > MAX_RETRIES {
             return None;
         }
-        let wait = raw
-            .headers
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .map_or(Duration::from_secs(1), Duration::from_secs_f64);
+        let wait = match raw.headers.get(reqwest::header::RETRY_AFTER) {
+            None => Duration::from_secs(1),
+            Some(value) => retry_after(value.to_str().ok()?)?,
+        };
         let fits = Instant::now() + wait + Duration::from_millis(100) < self.deadline;
-        (wait <= MAX_RETRY_WAIT && fits).then_some(wait)
+        fits.then_some(wait)
     }
 
+    /// The response as the script will see it, once the gateway has scrubbed it.
     fn to_script(&self, raw: RawResponse) -> ScriptResponse {
-        let scrubber = self.client.scrubber();
         let headers = raw
             .headers
             .iter()
             .filter(|(name, _)| name.as_str() != "set-cookie")
             .map(|(name, value)| {
-                let value = String::from_utf8_lossy(value.as_bytes());
-                (name.to_string(), scrubber.scrub(&value).into_owned())
+                let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+                (name.to_string(), value)
             })
             .collect();
-        let body = String::from_utf8_lossy(&raw.body);
         ScriptResponse {
             status: raw.status.as_u16(),
             status_text: raw.status.canonical_reason().unwrap_or("").to_owned(),
-            url: scrubber.scrub(raw.url.as_str()).into_owned(),
+            url: raw.url.to_string(),
             headers,
-            body: scrubber.scrub(&body).into_owned(),
+            body: String::from_utf8_lossy(&raw.body).into_owned(),
         }
     }
+}
+
+/// A `Retry-After` in seconds, when it is one sdkbox waits for: a number from 0 to
+/// [`MAX_RETRY_WAIT`]. It is compared before it becomes a `Duration`, which cannot hold
+/// absurd values (`1e308`) and panics on them. HTTP dates and anything else mean no retry.
+fn retry_after(value: &str) -> Option<Duration> {
+    let seconds = value.trim().parse::<f64>().ok()?;
+    let acceptable = seconds.is_finite() && (0.0..=MAX_RETRY_WAIT.as_secs_f64()).contains(&seconds);
+    acceptable.then(|| Duration::from_secs_f64(seconds))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 struct AbortOnDrop(tokio::task::AbortHandle);
@@ -415,6 +512,23 @@ mod tests {
         assert_eq!(url.as_str(), "https://h.example/customers");
         let url = resolve_url(&base, "https://other.example/x", UrlKind::Api).unwrap();
         assert_eq!(url.host_str(), Some("other.example"));
+    }
+
+    #[test]
+    fn absurd_retry_after_values_mean_no_retry() {
+        assert_eq!(retry_after("2"), Some(Duration::from_secs(2)));
+        assert_eq!(retry_after(" 0.5 "), Some(Duration::from_millis(500)));
+        for absurd in [
+            "1e308",
+            "-1",
+            "NaN",
+            "inf",
+            "11",
+            "Wed, 21 Oct 2026 07:28:00 GMT",
+            "",
+        ] {
+            assert_eq!(retry_after(absurd), None, "{absurd}");
+        }
     }
 
     #[test]

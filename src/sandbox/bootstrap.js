@@ -17,6 +17,12 @@
   // Replaced with `true` by the Rust side only in workers started for crash tests.
   const testCrash = /*SDKBOX_TEST_CRASH*/ false;
   const { createTimer, cancelTimer } = core;
+  const reportRejection = core.reportUnhandledPromiseRejection;
+  const ErrorIsError = Error.isError;
+  const ErrorCtor = Error;
+  // The model's module (source.rs MODULE_URL); the harness imports it, so that whatever its
+  // top-level code throws is caught here too.
+  const MODULE_URL = "file:///code.ts";
   const JSONStringify = JSON.stringify;
   const JSONParse = JSON.parse;
   const ObjectEntries = Object.entries;
@@ -440,10 +446,49 @@
     Object.defineProperty(globalThis, name, { value, writable: true, configurable: true, enumerable: false });
   }
 
-  // The harness: calls the model's entry and hands the JSON result to Rust.
-  async function harness(namespace) {
-    const entry = namespace.__sdkbox_entry ?? namespace.default;
-    const value = typeof entry === "function" ? await entry(api) : entry;
+  // ---- thrown values: what reaches deno_core is always a well-formed Error --------------
+  // The engine cannot turn a thrown Symbol, a null-prototype object or a Proxy into an error
+  // message (the QuickJS shim panics on them), so anything else is replaced by an Error that
+  // says what was thrown.
+
+  function shown(value) {
+    try {
+      const text = typeof value === "symbol" ? value.toString() : typeof value === "string" ? JSONStringify(value) : inspect(value);
+      return text.length > 200 ? `${text.slice(0, 200)}…` : text;
+    } catch {
+      return "a value that cannot be shown";
+    }
+  }
+
+  function isPlainError(value) {
+    try {
+      return ErrorIsError(value) && typeof value.name === "string" && typeof value.message === "string";
+    } catch {
+      return false;
+    }
+  }
+
+  function asError(value) {
+    if (isPlainError(value)) return value;
+    return new ErrorCtor(`the code threw ${shown(value)}, which is not an Error; throw new Error("...") instead`);
+  }
+
+  // A rejection nothing handled fails the execution, with an Error whatever was rejected.
+  core.setUnhandledPromiseRejectionHandler((_promise, reason) => {
+    reportRejection(isPlainError(reason) ? reason : new ErrorCtor(`a promise was rejected with ${shown(reason)} and nothing handled it`));
+    return true;
+  });
+
+  // The harness: loads the model's module, calls its entry and hands the JSON result to Rust.
+  async function harness() {
+    let value;
+    try {
+      const namespace = await import(MODULE_URL);
+      const entry = namespace.__sdkbox_entry ?? namespace.default;
+      value = typeof entry === "function" ? await entry(api) : entry;
+    } catch (thrown) {
+      throw asError(thrown);
+    }
     op_sdkbox_result(toJson(value));
   }
 

@@ -110,7 +110,12 @@ fn from_js(js: &JsError, program: &Program, limits: &ExecLimits) -> ExecError {
         line: position.map(|p| p.0),
         column: position.map(|p| p.1),
         excerpt: position.map(|(line, column)| program.excerpt(line, column)),
-        stack: js.stack.as_deref().map(|s| map_stack(s, program)),
+        // A stack with no frame of the model's code says nothing the message does not.
+        stack: js
+            .stack
+            .as_deref()
+            .map(|s| map_stack(s, program))
+            .filter(|s| s.lines().count() > 1),
     }
 }
 

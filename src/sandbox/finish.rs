@@ -1,15 +1,17 @@
 //! The last step of every execution, in the process that holds egress: parse the result,
-//! cut it to size and scrub the secret from everything the caller will see.
+//! scrub the secret from everything the caller will see, then cut it to size.
 
 use super::outcome::{ErrorKind, ExecError, Outcome, Timings, Truncation};
 use super::report::Report;
-use super::{ExecLimits, truncate};
+use super::{ExecLimits, bound, truncate};
 use crate::egress::{CallRecord, Scrubber};
 
-/// Turns a run's report and call log into the outcome returned to the caller.
+/// Turns a run's report and call log (with the number of calls past its bound) into the
+/// outcome returned to the caller: scrubbed whole, then held to `limits.max_output_bytes`
+/// (half of it; the text rendering of the same outcome gets the other half).
 pub fn finish(
     report: Report,
-    http: Vec<CallRecord>,
+    (http, http_dropped): (Vec<CallRecord>, usize),
     limits: &ExecLimits,
     scrubber: &Scrubber,
 ) -> Outcome {
@@ -27,44 +29,39 @@ pub fn finish(
             }
         }
     }
-    let original = truncate::json_size(&result);
-    let truncated = (original > limits.max_result_chars).then(|| {
-        result = truncate::fit(&result, limits.max_result_chars);
-        Truncation {
-            original_chars: original,
-            limit_chars: limits.max_result_chars,
-        }
-    });
-    scrubber.scrub_json(&mut result);
-    let mut console = report.console;
-    for line in &mut console {
-        line.text = scrubber.scrub(&line.text).into_owned();
-    }
-    if let Some(error) = &mut error {
-        error.message = scrubber.scrub(&error.message).into_owned();
-        error.stack = error
-            .stack
-            .as_deref()
-            .map(|s| scrubber.scrub(s).into_owned());
-        error.excerpt = error
-            .excerpt
-            .as_deref()
-            .map(|s| scrubber.scrub(s).into_owned());
-    }
-    Outcome {
+    let outcome = Outcome {
         ok: error.is_none(),
         result,
-        truncated,
+        truncated: None,
         error,
-        console,
+        console: report.console,
         console_dropped: report.console_dropped,
         http,
+        http_dropped,
         duration_ms: 0,
-        timings: Timings {
-            compile_us: report.compile_us,
-            create_us: report.create_us,
-            run_us: report.run_us,
-            finish_us: started.elapsed().as_micros() as u64,
-        },
+        timings: Timings::default(),
+    };
+    // Scrubbed before anything is cut: a cut could leave part of an encoded secret behind.
+    let unchecked = ExecError::new(
+        ErrorKind::Internal,
+        "the outcome could not be checked for the provider secret, so it is withheld",
+    );
+    let mut outcome = scrubber.scrub_all(outcome, Outcome::failed(unchecked));
+    let size = truncate::json_size(&outcome.result);
+    let original = report.result_cut_from.unwrap_or(size).max(size);
+    if original > limits.max_result_chars {
+        outcome.result = truncate::fit(&outcome.result, limits.max_result_chars);
+        outcome.truncated = Some(Truncation {
+            original_chars: original,
+            limit_chars: limits.max_result_chars,
+        });
     }
+    bound::fit(&mut outcome, limits.max_output_bytes / 2);
+    outcome.timings = Timings {
+        compile_us: report.compile_us,
+        create_us: report.create_us,
+        run_us: report.run_us,
+        finish_us: started.elapsed().as_micros() as u64,
+    };
+    outcome
 }

@@ -12,9 +12,11 @@
 //! [`InProcessSandbox`] runs executions in this process, for tests and debugging; the
 //! server runs them in worker processes (`crate::worker`) built from the same pieces.
 
+mod bound;
 mod errors;
 mod finish;
 mod loader;
+mod nesting;
 mod network;
 mod ops;
 mod outcome;
@@ -52,6 +54,9 @@ pub struct ExecLimits {
     pub max_result_chars: usize,
     /// Total size of captured console output.
     pub max_console_chars: usize,
+    /// Size of the whole tool result as sent (structured outcome and its text rendering,
+    /// half each), whatever the script did: well under any client's message limit.
+    pub max_output_bytes: usize,
 }
 
 impl Default for ExecLimits {
@@ -61,6 +66,7 @@ impl Default for ExecLimits {
             memory_bytes: 128 * 1024 * 1024,
             max_result_chars: 24_000,
             max_console_chars: 8_000,
+            max_output_bytes: 64_000,
         }
     }
 }
@@ -79,7 +85,9 @@ pub async fn run_code(
     let started = std::time::Instant::now();
     let program = match source::compile(code) {
         Ok(program) => Arc::new(program),
-        Err(error) => return Report::failed(errors::syntax(error)),
+        Err(error) => {
+            return Report::failed(errors::syntax(error)).bounded(limits.max_result_chars);
+        }
     };
     let compile_us = started.elapsed().as_micros() as u64;
     let job = runtime::Job {
@@ -98,8 +106,12 @@ pub async fn run_code(
         )),
     };
     report.compile_us = compile_us;
-    report
+    report.bounded(limits.max_result_chars)
 }
+
+/// The largest code accepted, in bytes: far beyond what a model writes, and well inside one
+/// frame of the worker protocol. Larger code is refused before any sandbox is used.
+pub const MAX_CODE_BYTES: usize = 1 << 20;
 
 /// Runs executions in this process: one fresh runtime on one fresh thread per call. For
 /// tests and debugging; the engine's per-runtime leak makes it unfit for a long-lived server.
@@ -131,6 +143,7 @@ impl InProcessSandbox {
             snapshot: None,
         });
         execute_with(
+            code.len(),
             &self.egress,
             self.sdk.clone(),
             limits,
@@ -141,10 +154,11 @@ impl InProcessSandbox {
     }
 }
 
-/// One execution from the side that holds egress: opens its session and gateway with the
-/// deadline, lets `run` produce the report (in this process or a worker), then finishes the
+/// One execution from the side that holds egress: refuses code over [`MAX_CODE_BYTES`],
+/// opens its session and gateway with the deadline, lets `run` produce the report (in this process or a worker), then finishes the
 /// outcome (parse, cut, scrub) with the call log.
 pub async fn execute_with<F, Fut>(
+    code_len: usize,
     egress: &Egress,
     sdk: Option<Arc<Sdk>>,
     limits: &ExecLimits,
@@ -156,6 +170,21 @@ where
     Fut: std::future::Future<Output = Report>,
 {
     let started = Instant::now();
+    if code_len > MAX_CODE_BYTES {
+        let error = ExecError::new(
+            ErrorKind::Limit,
+            format!(
+                "the code is {code_len} bytes, over the limit of {MAX_CODE_BYTES}; send less code \
+                 (put data in requests, not in the script)"
+            ),
+        );
+        return finish(
+            Report::failed(error),
+            (Vec::new(), 0),
+            limits,
+            egress.scrubber(),
+        );
+    }
     let deadline = started + limits.timeout;
     let session = egress.session(deadline, cancel.clone());
     let gateway = Arc::new(Gateway::new(session.clone(), sdk));

@@ -47,13 +47,20 @@ impl Gateway {
 }
 
 impl Network for Gateway {
+    /// Sends the request; what comes back, a response or an error, is scrubbed whole here,
+    /// the one place replies enter the isolate.
     fn send(&self, request: ScriptRequest) -> NetworkFuture {
         let session = self.session.clone();
         Box::pin(async move {
-            session.send(request).await.map_err(|error| NetworkError {
+            let reply = session.send(request).await.map_err(|error| NetworkError {
                 kind: error.kind().to_owned(),
                 message: error.to_string(),
-            })
+            });
+            let withheld = Err(NetworkError {
+                kind: "internal".into(),
+                message: "the reply could not be checked for the provider secret".into(),
+            });
+            session.scrubber().scrub_all(reply, withheld)
         })
     }
 

@@ -39,7 +39,14 @@ deno_core::extension!(
 /// tests). Scripts cannot create it.
 pub struct TestHooks;
 
-/// Console lines captured so far, bounded by a character budget.
+/// What a console line costs against the budget at the least, however short: an empty
+/// line is not free (`console.log("")` a million times would otherwise be).
+const MIN_LINE_COST: usize = 32;
+
+/// Console lines kept at the most, whatever their size.
+const MAX_LINES: usize = 200;
+
+/// Console lines captured so far, bounded by a character budget and a number of lines.
 pub struct Console {
     lines: Vec<ConsoleLine>,
     left: usize,
@@ -58,10 +65,13 @@ impl Console {
     }
 
     fn push(&mut self, level: &str, mut text: String) {
-        if self.left == 0 {
+        if self.left == 0 || self.lines.len() >= MAX_LINES {
             self.dropped += 1;
             return;
         }
+        self.left = self
+            .left
+            .saturating_sub(MIN_LINE_COST.saturating_sub(text.len()));
         if text.len() > self.left {
             let mut cut = self.left;
             while !text.is_char_boundary(cut) {

@@ -38,11 +38,13 @@ pub enum ErrorKind {
     Crashed,
     /// sdkbox itself failed; not the code's fault.
     Internal,
+    /// The call's input was larger than sdkbox accepts (the code itself, say).
+    Limit,
 }
 
 impl ErrorKind {
     /// Every kind, for the `execute` tool's output schema.
-    pub const ALL: [ErrorKind; 10] = [
+    pub const ALL: [ErrorKind; 11] = [
         Self::Syntax,
         Self::Runtime,
         Self::Timeout,
@@ -53,6 +55,7 @@ impl ErrorKind {
         Self::Busy,
         Self::Crashed,
         Self::Internal,
+        Self::Limit,
     ];
 
     /// The name clients see, as serialised.
@@ -68,6 +71,7 @@ impl ErrorKind {
             Self::Busy => "busy",
             Self::Crashed => "crashed",
             Self::Internal => "internal",
+            Self::Limit => "limit",
         }
     }
 }
@@ -112,7 +116,7 @@ impl ExecError {
 }
 
 /// How much of an oversized result was kept.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Truncation {
     /// Size of the whole result as JSON, in characters.
     pub original_chars: usize,
@@ -120,31 +124,53 @@ pub struct Truncation {
     pub limit_chars: usize,
 }
 
-/// Everything one execution produced.
-#[derive(Debug, Clone, Serialize)]
+/// Everything one execution produced. Its serialised size is bounded (`bound::fit`), and
+/// every string in it has been scrubbed of the provider secret.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Outcome {
     /// Whether the code ran to completion.
     pub ok: bool,
     /// The returned value as JSON (`null` for `undefined` or on failure).
     pub result: serde_json::Value,
     /// Present when `result` was cut to fit the output cap.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<Truncation>,
     /// Why the execution failed.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ExecError>,
     /// Captured console output, in order.
     pub console: Vec<ConsoleLine>,
     /// Console lines dropped after the console cap was reached.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub console_dropped: usize,
-    /// Every HTTP call the code made, refused ones included.
+    /// Every HTTP call the code made, refused ones included, up to the log's bound.
     pub http: Vec<CallRecord>,
+    /// Calls made but not listed in `http`, past the log's bound.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub http_dropped: usize,
     /// Wall time of the whole execution.
     pub duration_ms: u64,
     /// Where the time went; for benchmarks and logs, not shown to the model.
     #[serde(skip)]
     pub timings: Timings,
+}
+
+impl Outcome {
+    /// An outcome with nothing but `error`.
+    pub fn failed(error: ExecError) -> Self {
+        Self {
+            ok: false,
+            result: serde_json::Value::Null,
+            truncated: None,
+            error: Some(error),
+            console: Vec::new(),
+            console_dropped: 0,
+            http: Vec::new(),
+            http_dropped: 0,
+            duration_ms: 0,
+            timings: Timings::default(),
+        }
+    }
 }
 
 /// Where an execution's time went, in microseconds.

@@ -12,6 +12,10 @@ use super::source::{MODULE_URL, Program};
 pub struct Report {
     /// The result as JSON text, when the code completed.
     pub result_json: Option<String>,
+    /// When the result was too large to send as it was and was cut where it was made: its
+    /// size before, as JSON.
+    #[serde(default)]
+    pub result_cut_from: Option<usize>,
     /// Why it did not.
     pub error: Option<ExecError>,
     /// Captured console lines.
@@ -31,6 +35,7 @@ impl Report {
     pub fn failed(error: ExecError) -> Self {
         Self {
             result_json: None,
+            result_cut_from: None,
             error: Some(error),
             console: Vec::new(),
             console_dropped: 0,

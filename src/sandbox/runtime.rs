@@ -295,6 +295,7 @@ fn collect(runtime: &JsRuntime, error: Option<ExecError>) -> Report {
     };
     Report {
         result_json: if error.is_none() { result_json } else { None },
+        result_cut_from: None,
         error,
         console,
         console_dropped,
@@ -304,8 +305,9 @@ fn collect(runtime: &JsRuntime, error: Option<ExecError>) -> Report {
     }
 }
 
-/// Loads and evaluates the model's module, then calls its entry through the harness,
-/// driving the event loop until all of it has settled.
+/// Loads the model's module, then calls the harness, which imports (evaluates) it and calls
+/// its entry, driving the event loop until all of it has settled. The harness imports the
+/// module itself so that what its top-level code throws passes through the harness too.
 async fn drive(
     runtime: &mut JsRuntime,
     harness: &v8::Global<v8::Function>,
@@ -313,21 +315,10 @@ async fn drive(
 ) -> Result<(), CoreError> {
     let specifier = ModuleSpecifier::parse(MODULE_URL)
         .map_err(|e| CoreError::from(CoreErrorKind::Io(std::io::Error::other(e))))?;
-    let id = runtime
+    runtime
         .load_main_es_module_from_code(&specifier, program.js.clone())
         .await?;
-    let evaluation = runtime.mod_evaluate(id);
-    runtime
-        .with_event_loop_promise(Box::pin(evaluation), PollEventLoopOptions::default())
-        .await?;
-    let namespace = runtime.get_module_namespace(id)?;
-    let namespace = {
-        deno_core::scope!(scope, runtime);
-        let local = v8::Local::new(scope, namespace);
-        let value: v8::Local<v8::Value> = local.into();
-        v8::Global::new(scope, value)
-    };
-    let call = runtime.call_with_args(harness, &[namespace]);
+    let call = runtime.call_with_args(harness, &[]);
     runtime
         .with_event_loop_promise(Box::pin(call), PollEventLoopOptions::default())
         .await?;

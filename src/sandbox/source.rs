@@ -7,6 +7,8 @@
 
 use std::sync::Arc;
 
+use super::nesting;
+
 use deno_ast::swc::ast::{Callee, Decl, Expr, ModuleDecl, ModuleItem, Pat, Stmt};
 use deno_ast::swc::sourcemap::SourceMap;
 use deno_ast::{
@@ -43,8 +45,43 @@ pub struct SyntaxError {
     pub excerpt: String,
 }
 
-/// Transpiles the model's code into a module whose entry the harness can call.
+/// The stack the parser runs on. Parsing, transpiling and dropping the syntax tree recurse
+/// once per level of nesting; on a default 8 MiB stack 5,000 nested brackets overflow it,
+/// which aborts the process. Only the pages used are ever committed.
+const PARSER_STACK: usize = 256 * 1024 * 1024;
+
+/// Transpiles the model's code into a module whose entry the harness can call. Runs on a
+/// thread of its own with a large stack, and refuses code nested deeper than
+/// [`nesting::MAX_NESTING`] before parsing it, so no input can overflow the parser's stack.
 pub fn compile(code: &str) -> Result<Program, SyntaxError> {
+    if let Some(error) = nesting::too_deep(code) {
+        return Err(error);
+    }
+    let compiled = std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("sdkbox-compile".into())
+            .stack_size(PARSER_STACK)
+            .spawn_scoped(scope, || compile_here(code))
+            .map(|thread| thread.join())
+    });
+    let internal = |message: String| SyntaxError {
+        message,
+        line: 1,
+        column: 1,
+        excerpt: String::new(),
+    };
+    match compiled {
+        Ok(Ok(result)) => result,
+        Ok(Err(_)) => Err(internal(
+            "the TypeScript compiler failed on this code".into(),
+        )),
+        Err(e) => Err(internal(format!(
+            "cannot start the TypeScript compiler: {e}"
+        ))),
+    }
+}
+
+fn compile_here(code: &str) -> Result<Program, SyntaxError> {
     let lines: Vec<String> = code.lines().map(str::to_owned).collect();
     let as_module = parse(code).and_then(|parsed| {
         let style = module_style(&parsed);

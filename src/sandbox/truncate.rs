@@ -41,13 +41,31 @@ pub fn fit(value: &Value, budget: usize) -> Value {
 }
 
 fn cut_string(s: &str, budget: usize) -> Value {
-    let keep = budget.saturating_sub(MARKER_ROOM);
-    let kept: String = s.chars().take(keep).collect();
+    // Counted as escaped JSON: a control character takes up to six bytes.
+    let room = budget.saturating_sub(MARKER_ROOM);
+    let mut used = 2;
+    let end = s
+        .char_indices()
+        .find(|(_, c)| {
+            used += escaped_len(*c);
+            used > room
+        })
+        .map_or(s.len(), |(i, _)| i);
+    let kept = &s[..end];
     let total = s.chars().count();
     Value::String(format!(
         "{kept}… [cut: {} of {total} chars dropped]",
         total - kept.chars().count()
     ))
+}
+
+/// Bytes `c` takes inside a JSON string, as serde_json writes it.
+fn escaped_len(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+        c if (c as u32) < 0x20 => 6,
+        c => c.len_utf8(),
+    }
 }
 
 fn fit_array(items: &[Value], budget: usize) -> Value {

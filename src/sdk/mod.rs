@@ -120,7 +120,7 @@ impl Sdk {
             if let Some(param) = op.params.iter().find(|p| &p.name == key) {
                 validate::check(value, &param.shape, key)
                     .map_err(|e| CallError(format!("{at}: {e}")))?;
-                place(&mut request, param, value);
+                place(&mut request, param, value).map_err(|e| CallError(format!("{at}: {e}")))?;
             } else if goes_in_body(op, body_fields.as_deref(), key) {
                 body.insert(key.clone(), value.clone());
             } else {
@@ -146,6 +146,7 @@ impl Sdk {
             }
         }
         self.encode_body(op, &at, body, body_fields.is_none(), &mut request)?;
+        stays_on_template(&request.url, &op.path).map_err(|e| CallError(format!("{at}: {e}")))?;
         Ok(request)
     }
 
@@ -218,16 +219,51 @@ fn known_names(op: &Operation) -> Vec<String> {
     names
 }
 
-/// Puts one parameter where the spec says.
-fn place(request: &mut ScriptRequest, param: &Param, value: &Value) {
+/// Puts one parameter where the spec says. A path parameter must stay one segment of the
+/// operation's own path: `.`, `..` and empty values would move the request elsewhere.
+fn place(request: &mut ScriptRequest, param: &Param, value: &Value) -> Result<(), String> {
     let key = &param.name;
     match param.location {
         Location::Path => {
-            request.url = request
-                .url
-                .replace(&format!("{{{key}}}"), &encode::segment(value));
+            let segment = encode::segment(value);
+            if matches!(segment.as_str(), "" | "." | "..") {
+                return Err(format!(
+                    "path parameter `{key}` may not be {}: it would leave the operation's path",
+                    if segment.is_empty() {
+                        "empty".to_owned()
+                    } else {
+                        format!("`{segment}`")
+                    }
+                ));
+            }
+            request.url = request.url.replace(&format!("{{{key}}}"), &segment);
         }
         Location::Query => encode::query_pairs(key, value, param.deep_object, &mut request.query),
         Location::Header => request.headers.push((key.clone(), encode::scalar(value))),
+    }
+    Ok(())
+}
+
+/// Checks that `path`, as a URL resolves it, still has the shape of `template`: the same
+/// number of segments and the same literal ones. Whatever a value held, the request is the
+/// operation it is logged (and, for writes, approved) as.
+fn stays_on_template(path: &str, template: &str) -> Result<(), String> {
+    let resolved = url::Url::parse("http://sdkbox.invalid/")
+        .and_then(|base| base.join(path.trim_start_matches('/')))
+        .map_err(|e| format!("the path `{path}` is not valid: {e}"))?;
+    let got: Vec<&str> = resolved.path().trim_start_matches('/').split('/').collect();
+    let want: Vec<&str> = template.trim_start_matches('/').split('/').collect();
+    let same = got.len() == want.len()
+        && got
+            .iter()
+            .zip(&want)
+            .all(|(g, w)| w.contains('{') || g == w);
+    if same {
+        Ok(())
+    } else {
+        Err(format!(
+            "the parameters would send the request to `{}`, outside the operation's path `{template}`",
+            resolved.path()
+        ))
     }
 }

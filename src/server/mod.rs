@@ -128,7 +128,10 @@ impl SdkboxServer {
         if let Some(heartbeat) = heartbeat {
             heartbeat.abort();
         }
-        Ok(tools::execute_result(&outcome))
+        Ok(tools::execute_result(
+            &outcome,
+            self.provider.limits.max_output_bytes,
+        ))
     }
 
     /// The server's egress, or one with the key the client sent in the session-key header.

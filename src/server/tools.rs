@@ -129,7 +129,9 @@ pub fn execute_output_schema() -> Arc<JsonObject> {
                 "message": text},
                 "required": ["kind", "message"]},
             "console": {"type": "array", "items": {"type": "object"}},
+            "console_dropped": count,
             "http": {"type": "array", "items": {"type": "object"}},
+            "http_dropped": count,
             "duration_ms": count
         },
         "required": ["ok", "result", "console", "http", "duration_ms"]
@@ -156,16 +158,55 @@ pub fn search_result(results: &Results) -> CallToolResult {
     result
 }
 
-/// An execution's outcome as a tool result: `isError` when the code failed.
-pub fn execute_result(outcome: &Outcome) -> CallToolResult {
-    let value = serde_json::to_value(outcome).unwrap_or_else(|e| json!({"ok": false, "result": null, "error": {"kind": "internal", "message": e.to_string()}}));
+/// An execution's outcome as a tool result: `isError` when the code failed. The outcome was
+/// held to half of `max_bytes` when it was finished; its text rendering is held to the other
+/// half, counted as the JSON string a client receives.
+pub fn execute_result(outcome: &Outcome, max_bytes: usize) -> CallToolResult {
+    let value = serde_json::to_value(outcome).unwrap_or_else(|e| json!({"ok": false, "result": null, "console": [], "http": [], "duration_ms": 0, "error": {"kind": "internal", "message": e.to_string()}}));
     let mut result = if outcome.ok {
         CallToolResult::structured(value)
     } else {
         CallToolResult::structured_error(value)
     };
-    result.content = vec![rmcp::model::ContentBlock::text(text(outcome))];
+    result.content = vec![rmcp::model::ContentBlock::text(fit_text(
+        text(outcome),
+        max_bytes / 2,
+    ))];
     result
+}
+
+/// `text` cut so that it takes at most `budget` bytes as a JSON string, saying so.
+fn fit_text(text: String, budget: usize) -> String {
+    let size = |t: &str| serde_json::to_string(t).map_or(usize::MAX, |j| j.len());
+    if size(&text) <= budget {
+        return text;
+    }
+    let note = "\n[output cut: it was larger than this server sends]";
+    let (mut low, mut high) = (0, text.len());
+    while low < high {
+        let mid = (low + high).div_ceil(2);
+        let end = (0..=mid)
+            .rev()
+            .find(|i| text.is_char_boundary(*i))
+            .unwrap_or(0);
+        if size(&text[..end]) + note.len() + 8 <= budget {
+            low = mid;
+        } else {
+            high = mid - 1;
+        }
+    }
+    let end = (0..=low)
+        .rev()
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(0);
+    format!("{}{note}", &text[..end])
+}
+
+/// Lines after the first, indented under their item: only sdkbox writes at column 0 (and at
+/// the items' own indent), so no console line or message can forge a section.
+fn indented(text: &str, indent: &str) -> String {
+    text.replace('\r', "\\r")
+        .replace('\n', &format!("\n{indent}"))
 }
 
 /// The outcome as text for clients that read only text: the result (or error) first.
@@ -175,12 +216,15 @@ fn text(outcome: &Outcome) -> String {
         None => out.push_str(&serde_json::to_string(&outcome.result).unwrap_or_default()),
         Some(error) => {
             let kind = error.kind.as_str();
-            out.push_str(&format!("error ({kind}): {}", error.message));
+            out.push_str(&format!(
+                "error ({kind}): {}",
+                indented(&error.message, "  ")
+            ));
             if let Some(excerpt) = &error.excerpt {
-                out.push_str(&format!("\n{excerpt}"));
+                out.push_str(&format!("\n  {}", indented(excerpt, "  ")));
             }
             if let Some(stack) = &error.stack {
-                out.push_str(&format!("\n{stack}"));
+                out.push_str(&format!("\n  {}", indented(stack, "  ")));
             }
         }
     }
@@ -190,21 +234,38 @@ fn text(outcome: &Outcome) -> String {
             truncated.original_chars, truncated.limit_chars
         ));
     }
-    if !outcome.console.is_empty() {
+    if !outcome.console.is_empty() || outcome.console_dropped > 0 {
         out.push_str("\nconsole:");
         for line in &outcome.console {
-            out.push_str(&format!("\n  [{}] {}", line.level, line.text));
+            out.push_str(&format!(
+                "\n  [{}] {}",
+                line.level,
+                indented(&line.text, "    ")
+            ));
+        }
+        if outcome.console_dropped > 0 {
+            out.push_str(&format!(
+                "\n  ({} more lines dropped)",
+                outcome.console_dropped
+            ));
         }
     }
-    if !outcome.http.is_empty() {
+    if !outcome.http.is_empty() || outcome.http_dropped > 0 {
         out.push_str("\nhttp:");
         for call in &outcome.http {
             let status = call
                 .status
                 .map_or_else(|| call.error.clone().unwrap_or_default(), |s| s.to_string());
-            out.push_str(&format!(
-                "\n  {} {} -> {status} ({} ms)",
+            let line = format!(
+                "{} {} -> {status} ({} ms)",
                 call.method, call.url, call.duration_ms
+            );
+            out.push_str(&format!("\n  {}", indented(&line, "    ")));
+        }
+        if outcome.http_dropped > 0 {
+            out.push_str(&format!(
+                "\n  ({} more calls not listed)",
+                outcome.http_dropped
             ));
         }
     }
@@ -257,6 +318,7 @@ mod tests {
                 text: "careful".into(),
             }],
             console_dropped: 3,
+            http_dropped: 2,
             http: vec![CallRecord {
                 method: "GET".into(),
                 url: "https://api.example.com/v1/x".into(),
@@ -275,9 +337,9 @@ mod tests {
     #[test]
     fn every_execute_outcome_matches_the_declared_schema() {
         let validator = validator(&execute_output_schema());
-        assert_valid(&validator, &execute_result(&full_outcome(None)));
+        assert_valid(&validator, &execute_result(&full_outcome(None), 64_000));
         for kind in ErrorKind::ALL {
-            let result = execute_result(&full_outcome(Some(kind)));
+            let result = execute_result(&full_outcome(Some(kind)), 64_000);
             assert_eq!(result.is_error, Some(true));
             assert_valid(&validator, &result);
             let bare = Outcome {
@@ -285,6 +347,7 @@ mod tests {
                 console: Vec::new(),
                 console_dropped: 0,
                 http: Vec::new(),
+                http_dropped: 0,
                 result: serde_json::Value::Null,
                 ..full_outcome(None)
             };
@@ -293,7 +356,7 @@ mod tests {
                 error: Some(ExecError::new(kind, "failed")),
                 ..bare
             };
-            assert_valid(&validator, &execute_result(&bare));
+            assert_valid(&validator, &execute_result(&bare, 64_000));
         }
     }
 

@@ -12,10 +12,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::WorkerError;
 use super::harden::{ProcessLimits, harden};
-use super::protocol::{Channel, FromWorker, PROTOCOL_VERSION, ToWorker};
+use super::protocol::{Channel, FromWorker, PROTOCOL_VERSION, ToWorker, too_large};
 use crate::egress::{ScriptRequest, ScriptResponse};
 use crate::sandbox::{
-    ExecLimits, Network, NetworkError, NetworkFuture, RuntimeSettings, prepare, run_code,
+    ErrorKind, ExecError, ExecLimits, Network, NetworkError, NetworkFuture, RuntimeSettings,
+    prepare, run_code,
 };
 use crate::sdk::SdkCall;
 
@@ -68,6 +69,25 @@ pub fn serve(settings: WorkerSettings) -> Result<(), WorkerError> {
         }
         Ok(())
     })
+}
+
+/// Sends the execution's report; one that cannot be framed (it is bounded, so this should not
+/// happen) becomes a limit error instead of a dead worker.
+async fn send_report(
+    channel: &mut Channel,
+    report: crate::sandbox::Report,
+) -> Result<(), WorkerError> {
+    match channel.send(&FromWorker::Done { report }).await {
+        Err(error) if too_large(&error).is_some() => {
+            let error = ExecError::new(
+                ErrorKind::Limit,
+                format!("the execution's report was too large to send: {error}"),
+            );
+            let report = crate::sandbox::Report::failed(error);
+            Ok(channel.send(&FromWorker::Done { report }).await?)
+        }
+        other => Ok(other?),
+    }
 }
 
 /// The script's side of the bridge: requests go to the worker's main loop, which forwards
@@ -126,18 +146,31 @@ async fn run_one(
     loop {
         tokio::select! {
             report = &mut run => {
-                channel.send(&FromWorker::Done { report }).await?;
-                return Ok(());
+                return send_report(channel, report).await;
             }
             Some((message, reply)) = outgoing.recv() => {
                 next_id += 1;
-                waiting.insert(next_id, reply);
                 let request_id = next_id;
                 let message = match message {
                     Outgoing::Http(request) => FromWorker::Http { request_id, request },
                     Outgoing::Call(call) => FromWorker::Call { request_id, call },
                 };
-                channel.send(&message).await?;
+                match channel.send(&message).await {
+                    Ok(()) => {
+                        waiting.insert(request_id, reply);
+                    }
+                    Err(error) => match too_large(&error) {
+                        // Refused here, before it could reach the supervisor: the script
+                        // gets a limit error and the worker lives on.
+                        Some(large) => {
+                            let _ = reply.send(Err(NetworkError {
+                                kind: "limit".into(),
+                                message: format!("{large}; send a smaller request"),
+                            }));
+                        }
+                        None => return Err(error.into()),
+                    },
+                }
             }
             message = channel.recv::<ToWorker>() => match message? {
                 Some(ToWorker::HttpReply { request_id, result }) => {

@@ -144,6 +144,7 @@ impl Pool {
     ) -> Outcome {
         let sdk = target.sdk.clone();
         execute_with(
+            code.len(),
             &target.egress,
             sdk,
             limits,

@@ -14,10 +14,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::PoolError;
 use super::child::WorkerSettings;
-use super::protocol::{Channel, FromWorker, PROTOCOL_VERSION, ToWorker};
+use super::protocol::{Channel, FromWorker, PROTOCOL_VERSION, ToWorker, too_large};
 use std::sync::Arc;
 
-use crate::sandbox::{ExecLimits, Gateway, Network, Report};
+use crate::sandbox::{ExecLimits, Gateway, Network, NetworkError, Report};
 
 /// How long a new worker may take to say hello.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -160,7 +160,19 @@ impl WorkerProcess {
                 },
                 Some(Ok((request_id, result))) = in_flight.join_next() => {
                     let reply = ToWorker::HttpReply { request_id, result };
-                    if self.channel.send(&reply).await.is_err() {
+                    let sent = match self.channel.send(&reply).await {
+                        // A reply too large to frame (a body of escapes, say) is refused
+                        // here; the script gets a limit error and the worker lives on.
+                        Err(error) if too_large(&error).is_some() => {
+                            let result = Err(NetworkError {
+                                kind: "limit".into(),
+                                message: format!("the response is too large to hand to the sandbox: {error}"),
+                            });
+                            self.channel.send(&ToWorker::HttpReply { request_id, result }).await
+                        }
+                        sent => sent,
+                    };
+                    if sent.is_err() {
                         return Err(RunFailure::Crashed(self.exit_status().await));
                     }
                 }

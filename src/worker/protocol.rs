@@ -17,7 +17,23 @@ use crate::sdk::SdkCall;
 pub const PROTOCOL_VERSION: u32 = 1;
 
 /// The largest frame either side accepts: a script, a response body or a report.
-const MAX_FRAME: usize = 64 * 1024 * 1024;
+pub const MAX_FRAME: usize = 64 * 1024 * 1024;
+
+/// A message too large for one frame: it was not sent, and the connection is intact. The
+/// other side would otherwise drop the connection, which kills the worker.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the message is {size} bytes framed, over the worker protocol's limit of {MAX_FRAME} bytes"
+)]
+pub struct FrameTooLarge {
+    /// Its size as JSON.
+    pub size: usize,
+}
+
+/// The [`FrameTooLarge`] inside an I/O error from [`Channel::send`], if that was the cause.
+pub fn too_large(error: &std::io::Error) -> Option<&FrameTooLarge> {
+    error.get_ref()?.downcast_ref::<FrameTooLarge>()
+}
 
 /// What the supervisor sends.
 #[derive(Debug, Serialize, Deserialize)]
@@ -92,9 +108,13 @@ impl Channel {
         }
     }
 
-    /// Sends one message.
+    /// Sends one message; one over [`MAX_FRAME`] is not sent and fails with
+    /// [`FrameTooLarge`] (see [`too_large`]), leaving the connection usable.
     pub async fn send<T: Serialize>(&mut self, message: &T) -> std::io::Result<()> {
         let bytes = serde_json::to_vec(message).map_err(std::io::Error::other)?;
+        if bytes.len() > MAX_FRAME {
+            return Err(std::io::Error::other(FrameTooLarge { size: bytes.len() }));
+        }
         self.framed.send(bytes::Bytes::from(bytes)).await
     }
 

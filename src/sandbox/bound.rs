@@ -1,0 +1,197 @@
+//! Bounds on what one execution hands back, so that no script can make a response that ends
+//! the client's session (the official TypeScript client drops the whole session past 10 MiB
+//! per message). Each part is bounded where it is made: console lines in the console op, the
+//! call log in the egress session, errors and oversized results here before a worker frames
+//! its report. Then [`fit`] holds the whole outcome, as JSON, to one budget.
+
+use serde_json::Value;
+
+use super::outcome::{ExecError, Outcome, Truncation};
+use super::report::Report;
+use super::truncate;
+use crate::egress::cut;
+
+/// Characters of an error message kept.
+pub const MAX_ERROR_MESSAGE: usize = 2_000;
+/// Characters of an error's name kept.
+pub const MAX_ERROR_NAME: usize = 100;
+/// Characters of a stack kept.
+pub const MAX_STACK: usize = 4_000;
+/// Characters of an excerpt kept.
+pub const MAX_EXCERPT: usize = 1_000;
+/// Bytes of result JSON a report carries as it is; a larger result is cut where it is made
+/// (in the worker), so that its frame stays small whatever the script returned.
+pub const MAX_REPORT_RESULT_BYTES: usize = 1 << 20;
+
+impl ExecError {
+    /// The error with every field cut to its bound.
+    pub fn bounded(self) -> Self {
+        let cut_opt = |s: Option<String>, max| s.map(|s| cut(&s, max));
+        Self {
+            kind: self.kind,
+            name: cut_opt(self.name, MAX_ERROR_NAME),
+            message: cut(&self.message, MAX_ERROR_MESSAGE),
+            line: self.line,
+            column: self.column,
+            excerpt: cut_opt(self.excerpt, MAX_EXCERPT),
+            stack: cut_opt(self.stack, MAX_STACK),
+        }
+    }
+}
+
+impl Report {
+    /// The report with its error bounded and a result larger than
+    /// [`MAX_REPORT_RESULT_BYTES`] already cut to `max_result_chars`.
+    pub fn bounded(mut self, max_result_chars: usize) -> Self {
+        self.error = self.error.map(ExecError::bounded);
+        if let Some(json) = &self.result_json
+            && json.len() > MAX_REPORT_RESULT_BYTES
+        {
+            let value: Value = serde_json::from_str(json).unwrap_or(Value::Null);
+            let original_chars = truncate::json_size(&value);
+            let cut = truncate::fit(&value, max_result_chars.min(MAX_REPORT_RESULT_BYTES));
+            self.result_json = serde_json::to_string(&cut).ok();
+            self.result_cut_from = Some(original_chars);
+        }
+        self
+    }
+}
+
+/// Holds `outcome` to `budget` bytes of JSON: the parts give way in order of least use to
+/// the model: console lines from the last, call records from the last (counted in
+/// `http_dropped`), then the result is cut further, then the error's stack and excerpt.
+pub fn fit(outcome: &mut Outcome, budget: usize) {
+    for _ in 0..8 {
+        let size = json_len(outcome);
+        if size <= budget {
+            return;
+        }
+        let excess = size - budget;
+        if !outcome.console.is_empty() {
+            let mut freed = 0;
+            while freed < excess
+                && let Some(line) = outcome.console.pop()
+            {
+                freed += json_len(&line) + 1;
+                outcome.console_dropped += 1;
+            }
+        } else if !outcome.http.is_empty() {
+            let mut freed = 0;
+            while freed < excess
+                && let Some(call) = outcome.http.pop()
+            {
+                freed += json_len(&call) + 1;
+                outcome.http_dropped += 1;
+            }
+        } else if !outcome.result.is_null() && !result_is_minimal(&outcome.result) {
+            let current = truncate::json_size(&outcome.result);
+            let target = current.saturating_sub(excess + 128).max(64);
+            let original = outcome
+                .truncated
+                .as_ref()
+                .map_or(current, |t| t.original_chars);
+            outcome.result = truncate::fit(&outcome.result, target);
+            outcome.truncated = Some(Truncation {
+                original_chars: original,
+                limit_chars: target,
+            });
+        } else if let Some(error) = &mut outcome.error {
+            error.stack = None;
+            error.excerpt = None;
+            error.message = cut(&error.message, 200);
+            error.name = error.name.as_deref().map(|n| cut(n, 40));
+        } else {
+            return;
+        }
+    }
+}
+
+/// Whether `value` is already as small as cutting makes it.
+fn result_is_minimal(value: &Value) -> bool {
+    truncate::json_size(value) <= 64
+}
+
+fn json_len<T: serde::Serialize>(value: &T) -> usize {
+    serde_json::to_vec(value).map_or(usize::MAX, |v| v.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::egress::CallRecord;
+    use crate::sandbox::{ConsoleLine, ErrorKind, Timings};
+    use serde_json::json;
+
+    fn huge(kind: Option<ErrorKind>) -> Outcome {
+        let escaped = "\u{1}\"".repeat(20_000);
+        Outcome {
+            ok: kind.is_none(),
+            result: json!({"a": escaped, "b": vec![escaped.clone(); 4]}),
+            truncated: None,
+            error: kind.map(|k| {
+                ExecError {
+                    kind: k,
+                    name: Some("E".repeat(500)),
+                    message: escaped.clone(),
+                    line: Some(1),
+                    column: Some(1),
+                    excerpt: Some(escaped.clone()),
+                    stack: Some(escaped.clone()),
+                }
+                .bounded()
+            }),
+            console: vec![
+                ConsoleLine {
+                    level: "log".into(),
+                    text: escaped.clone(),
+                };
+                50
+            ],
+            console_dropped: 0,
+            http: vec![
+                CallRecord {
+                    method: "GET".into(),
+                    url: escaped.clone(),
+                    operation: None,
+                    status: None,
+                    duration_ms: 1,
+                    bytes: 0,
+                    error: Some(escaped.clone()),
+                    dropped_headers: Vec::new(),
+                };
+                50
+            ],
+            http_dropped: 0,
+            duration_ms: 1,
+            timings: Timings::default(),
+        }
+    }
+
+    #[test]
+    fn every_part_gives_way_until_the_outcome_fits() {
+        for kind in [None, Some(ErrorKind::Runtime)] {
+            for budget in [2_000, 10_000, 32_000] {
+                let mut outcome = huge(kind);
+                fit(&mut outcome, budget);
+                assert!(
+                    json_len(&outcome) <= budget,
+                    "{} > {budget}",
+                    json_len(&outcome)
+                );
+                assert_eq!(outcome.console.len() + outcome.console_dropped, 50);
+                assert_eq!(outcome.http.len() + outcome.http_dropped, 50);
+            }
+        }
+    }
+
+    #[test]
+    fn errors_are_cut_and_say_so() {
+        let error = ExecError::new(ErrorKind::Runtime, "x".repeat(30_000_000)).bounded();
+        assert!(error.message.len() < MAX_ERROR_MESSAGE + 40);
+        assert!(
+            error.message.ends_with("… [30000000 chars]"),
+            "{}",
+            &error.message[1990..]
+        );
+    }
+}
