@@ -70,7 +70,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Serve(args) => {
             let runtime =
                 tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;
-            runtime.block_on(commands::serve::serve(args))
+            let served = runtime.block_on(commands::serve::serve(args));
+            // A read of stdin blocks a thread that a plain drop would wait for forever (after
+            // SIGTERM, say); the server's tasks, pool and directories are dropped either way.
+            runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+            served
         }
         Command::Index(args) => {
             let runtime =

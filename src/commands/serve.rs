@@ -49,9 +49,33 @@ pub struct ServeArgs {
     pub workers: Option<usize>,
 }
 
-/// Builds the provider (or starts the demo), then serves MCP until the client or Ctrl-C ends it.
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM (what process managers and MCP clients send on
+/// close): either way the server returns, its pool and temporary directories are dropped.
+async fn terminated() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(error) => {
+            tracing::warn!(%error, "cannot watch for SIGTERM; only Ctrl-C stops the server cleanly");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// Builds the provider (or starts the demo), then serves MCP until the client, Ctrl-C or
+/// SIGTERM ends it.
 pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
     let shutdown = CancellationToken::new();
+    // Watched from the start: a signal during startup stops the server as soon as it is up.
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        terminated().await;
+        stop.cancel();
+    });
     let mut file = match &args.config {
         Some(path) => ProviderFile::read(path)?,
         None => ProviderFile::default(),
@@ -78,13 +102,12 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
     file.limits.workers = args.workers.or(file.limits.workers);
     let pool_config = PoolConfig::for_this_binary(ExecLimits::default().memory_bytes)?;
     let provider = file.build(pool_config, embedded, secret).await?;
-    let stop = shutdown.clone();
-    tokio::spawn(async move {
-        let _ = tokio::signal::ctrl_c().await;
-        stop.cancel();
-    });
     match args.http {
-        None => sdkbox::server::serve_stdio(provider).await?,
+        None => tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => {}
+            served = sdkbox::server::serve_stdio(provider) => served?,
+        },
         Some(address) => {
             let token = match &args.token_env {
                 Some(name) => Some(

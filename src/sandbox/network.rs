@@ -54,7 +54,8 @@ impl Network for Gateway {
         Box::pin(async move {
             let reply = session.send(request).await.map_err(|error| NetworkError {
                 kind: error.kind().to_owned(),
-                message: error.to_string(),
+                // Bounded: a refused URL of megabytes is not worth handing back in full.
+                message: crate::egress::cut(&error.to_string(), 1_000),
             });
             let withheld = Err(NetworkError {
                 kind: "internal".into(),

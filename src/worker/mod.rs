@@ -12,6 +12,7 @@ mod harden;
 mod pool;
 mod process;
 mod protocol;
+mod scratch;
 
 pub use child::{WorkerSettings, serve};
 pub use harden::{Probe, ProcessLimits, probe};

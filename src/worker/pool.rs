@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::PoolError;
 use super::child::WorkerSettings;
 use super::process::{RunFailure, WorkerProcess};
+use super::scratch;
 use crate::egress::Egress;
 use crate::sandbox::{ErrorKind, ExecError, ExecLimits, Gateway, Outcome, Report, execute_with};
 use crate::sdk::Sdk;
@@ -112,6 +113,7 @@ impl Pool {
                 "the pool needs at least one worker".into(),
             ));
         }
+        scratch::remove_stale();
         let snapshot = if config.snapshot {
             Some(build_snapshot(&config).await?)
         } else {
@@ -335,9 +337,7 @@ fn failure_error(
 /// Builds the runtime snapshot in a process of its own (deno_core snapshots only in a
 /// process that runs no other runtime).
 async fn build_snapshot(config: &PoolConfig) -> Result<(PathBuf, tempfile::TempDir), PoolError> {
-    let dir = tempfile::Builder::new()
-        .prefix("sdkbox-snapshot-")
-        .tempdir()?;
+    let dir = scratch::create(scratch::SNAPSHOT)?;
     let path = dir.path().join("runtime.snapshot");
     let mut command = tokio::process::Command::new(&config.exe);
     command

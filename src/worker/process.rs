@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::PoolError;
 use super::child::WorkerSettings;
 use super::protocol::{Channel, FromWorker, PROTOCOL_VERSION, ToWorker, too_large};
+use super::scratch;
 use std::sync::Arc;
 
 use crate::sandbox::{ExecLimits, Gateway, Network, NetworkError, Report};
@@ -53,9 +54,7 @@ impl WorkerProcess {
         snapshot: Option<&Path>,
     ) -> Result<Self, PoolError> {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
-        let home = tempfile::Builder::new()
-            .prefix("sdkbox-worker-")
-            .tempdir()?;
+        let home = scratch::create(scratch::WORKER)?;
         let mut command = Command::new(exe);
         command
             .arg("worker")

@@ -9,12 +9,14 @@
     reason = "tests fail loudly by design"
 )]
 
+mod adversary;
 mod cli;
 mod clients;
 mod demo;
 mod egress;
 mod golden;
 mod hostile;
+mod hostile_provider;
 mod mcp;
 mod pool;
 mod provider;

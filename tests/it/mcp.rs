@@ -10,10 +10,10 @@ use rmcp::service::RunningService;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
 use crate::provider::Provider;
+use crate::support::{INITIALIZE, RawServer};
 
 fn sdkbox() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_sdkbox"));
@@ -310,8 +310,6 @@ fn echo_spec() -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, spec)
 }
 
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_checks_tokens_and_origins() {
     let (_server, url) = http_server(
@@ -347,73 +345,6 @@ async fn http_checks_tokens_and_origins() {
         .await
         .unwrap();
     assert_eq!(ok.status(), 200, "{:?}", ok.text().await);
-}
-
-/// The server on stdio, spoken to by hand one JSON-RPC line at a time, for what a client
-/// library would never send.
-struct RawServer {
-    _child: tokio::process::Child,
-    stdin: tokio::process::ChildStdin,
-    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-}
-
-impl RawServer {
-    /// Starts `sdkbox` with `args` and completes the MCP handshake.
-    async fn start(args: &[&str]) -> Self {
-        let mut child = sdkbox()
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut server = Self {
-            _child: child,
-            stdin,
-            lines,
-        };
-        server.send(INITIALIZE).await;
-        let initialized = server.response(1).await;
-        assert_eq!(
-            initialized["result"]["serverInfo"]["name"], "sdkbox",
-            "{initialized}"
-        );
-        server
-            .send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-            .await;
-        server
-    }
-
-    /// Sends one line.
-    async fn send(&mut self, line: &str) {
-        self.stdin
-            .write_all(format!("{line}\n").as_bytes())
-            .await
-            .unwrap();
-    }
-
-    /// The response to request `id`, skipping anything else the server says.
-    async fn response(&mut self, id: i64) -> Value {
-        tokio::time::timeout(Duration::from_secs(20), async {
-            loop {
-                let line = self
-                    .lines
-                    .next_line()
-                    .await
-                    .unwrap()
-                    .expect("the server closed stdout");
-                let message: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("stdout is not JSON-RPC ({e}): {line}"));
-                if message["id"] == id {
-                    return message;
-                }
-            }
-        })
-        .await
-        .unwrap()
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

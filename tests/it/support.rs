@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
 use sdkbox::egress::{AuthScheme, Credential, Egress, EgressConfig, EgressLimits, Secret};
 use sdkbox::sandbox::{ExecLimits, InProcessSandbox, Outcome};
 use tokio_util::sync::CancellationToken;
@@ -102,7 +105,6 @@ pub struct Listening {
 
 /// Spawns an HTTP server command and waits for the MCP endpoint it prints on stderr.
 pub async fn listening(mut command: tokio::process::Command) -> Listening {
-    use tokio::io::AsyncBufReadExt;
     let mut child = command
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
@@ -128,4 +130,89 @@ pub async fn listening(mut command: tokio::process::Command) -> Listening {
         all
     });
     Listening { child, url, log }
+}
+
+/// The `initialize` request a handshake-era client sends first.
+pub const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+/// The server on stdio, spoken to by hand one JSON-RPC line at a time, for what a client
+/// library would never send.
+pub struct RawServer {
+    _child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl RawServer {
+    /// Starts `sdkbox` with `args` and completes the MCP handshake.
+    pub async fn start(args: &[&str]) -> Self {
+        Self::start_with(args, &[]).await
+    }
+
+    /// Starts `sdkbox` with `args` and environment `env`, and completes the MCP handshake.
+    pub async fn start_with(args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"));
+        command.kill_on_drop(true);
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut server = Self {
+            _child: child,
+            stdin,
+            lines,
+        };
+        server.send(INITIALIZE).await;
+        let initialized = server.response(1).await;
+        assert_eq!(
+            initialized["result"]["serverInfo"]["name"], "sdkbox",
+            "{initialized}"
+        );
+        server
+            .send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .await;
+        server
+    }
+
+    /// Sends one line.
+    pub async fn send(&mut self, line: &str) {
+        self.stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+
+    /// The response to request `id`, skipping anything else the server says.
+    pub async fn response(&mut self, id: i64) -> Value {
+        self.response_line(id).await.1
+    }
+
+    /// The response to request `id` as the line the server wrote, and parsed.
+    pub async fn response_line(&mut self, id: i64) -> (String, Value) {
+        tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                let line = self
+                    .lines
+                    .next_line()
+                    .await
+                    .unwrap()
+                    .expect("the server closed stdout");
+                let message: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout is not JSON-RPC ({e}): {line}"));
+                if message["id"] == id {
+                    return (line, message);
+                }
+            }
+        })
+        .await
+        .unwrap()
+    }
 }

@@ -1,0 +1,75 @@
+//! The temporary directories a pool makes (the runtime snapshot's, each worker's home) are
+//! named after the supervisor that owns them, so that one left behind by a supervisor that
+//! died without cleaning up (SIGKILL, a crash) is found and removed by the next one.
+
+use std::path::{Path, PathBuf};
+
+/// The prefix of the snapshot's directory.
+pub const SNAPSHOT: &str = "sdkbox-snapshot";
+/// The prefix of a worker's home directory.
+pub const WORKER: &str = "sdkbox-worker";
+
+/// A new temporary directory `{kind}-{pid of this process}-XXXX`.
+pub fn create(kind: &str) -> std::io::Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix(&format!("{kind}-{}-", std::process::id()))
+        .tempdir()
+}
+
+/// Removes the directories of supervisors that are no longer running, in the temporary
+/// directory; returns the ones removed.
+pub fn remove_stale() -> Vec<PathBuf> {
+    remove_stale_in(&std::env::temp_dir())
+}
+
+fn remove_stale_in(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(owner) = owner(&name.to_string_lossy()) else {
+            continue;
+        };
+        if owner != std::process::id() && !Path::new(&format!("/proc/{owner}")).exists() {
+            let path = entry.path();
+            if std::fs::remove_dir_all(&path).is_ok() {
+                tracing::info!(path = %path.display(), "removed a directory left by a supervisor that is gone");
+                removed.push(path);
+            }
+        }
+    }
+    removed
+}
+
+/// The pid in a name made by [`create`].
+fn owner(name: &str) -> Option<u32> {
+    let rest = [SNAPSHOT, WORKER]
+        .iter()
+        .find_map(|kind| name.strip_prefix(kind)?.strip_prefix('-'))?;
+    rest.split('-').next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn removes_only_what_dead_supervisors_left() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dead = dir.path().join("sdkbox-snapshot-4000000000-abc");
+        let dead_worker = dir.path().join("sdkbox-worker-4000000001-x");
+        let alive = dir
+            .path()
+            .join(format!("sdkbox-worker-{}-y", std::process::id()));
+        let other = dir.path().join("sdkbox-notes");
+        for path in [&dead, &dead_worker, &alive, &other] {
+            std::fs::create_dir(path).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let mut removed = remove_stale_in(dir.path());
+        removed.sort();
+        assert_eq!(removed, vec![dead, dead_worker]);
+        assert!(alive.exists() && other.exists());
+    }
+}

@@ -1,0 +1,251 @@
+//! A hostile provider on 127.0.0.1: it echoes the credential it is sent back in every
+//! encoding a real server might use (and some only an attacker would), in header names, in
+//! redirect targets and error pages, slowly, and answers with absurd `Retry-After` values.
+//! It also keeps writes waiting, to check that calls in flight are logged.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE};
+use url::Url;
+
+/// The encodings `/v1/leak/{form}` answers in.
+pub const FORMS: &[&str] = &[
+    "plain",
+    "json-php",
+    "json-go",
+    "json-unicode",
+    "json-mixed",
+    "percent-form",
+    "percent-all",
+    "percent-lower",
+    "base64",
+    "base64-shifted-1",
+    "base64-shifted-2",
+    "base64-url",
+    "base64-basic",
+    "hex",
+    "hex-upper",
+    "html-named",
+    "html-decimal",
+    "html-hex",
+    "reversed",
+    "slow",
+];
+
+/// What the provider has seen.
+#[derive(Default)]
+pub struct Seen {
+    /// Writes received on `/v1/slow-write`.
+    pub slow_writes: AtomicUsize,
+    /// Calls to `/v1/retry-absurd`.
+    pub retries: AtomicUsize,
+}
+
+/// A running hostile provider.
+pub struct HostileProvider {
+    /// Its base URL, `http://127.0.0.1:PORT/v1`.
+    pub base: Url,
+    /// What it has seen.
+    pub seen: Arc<Seen>,
+}
+
+/// A minimal spec for it, with one operation that takes a path parameter.
+pub const SPEC: &str = "openapi: 3.0.0\ninfo: {title: Hostile, version: '1'}\n\
+servers: [{url: 'http://127.0.0.1/v1'}]\npaths:\n  /orders/{order_id}/cancel:\n    post:\n      \
+operationId: orders/cancel\n      parameters:\n        - {name: order_id, in: path, required: true, \
+schema: {type: string}}\n      responses: {'200': {description: ok}}\n  /leak/{form}:\n    get:\n      \
+operationId: leak/get\n      parameters:\n        - {name: form, in: path, required: true, \
+schema: {type: string}}\n      responses: {'200': {description: ok}}\n";
+
+impl HostileProvider {
+    /// Starts it on a free loopback port.
+    pub async fn start() -> Self {
+        let seen = Arc::new(Seen::default());
+        let app = Router::new()
+            .route("/v1/leak/{form}", get(leak))
+            .route("/v1/leak-header-name", get(leak_header_name))
+            .route("/v1/leak-redirect", get(leak_redirect))
+            .route("/v1/leak-error", get(leak_error))
+            .route("/v1/retry-absurd", get(retry_absurd))
+            .route("/v1/slow-write", post(slow_write))
+            .route("/v1/cancel", post(|| async { "the whole API was reached" }))
+            .with_state(seen.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self {
+            base: Url::parse(&format!("http://127.0.0.1:{port}/v1")).unwrap(),
+            seen,
+        }
+    }
+}
+
+/// The credential the request carried (the bearer token).
+fn token(headers: &HeaderMap) -> String {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("no-credential-sent")
+        .to_owned()
+}
+
+fn percent(token: &str, keep: impl Fn(u8) -> bool, lower: bool) -> String {
+    token
+        .bytes()
+        .map(|b| match (keep(b), lower) {
+            (true, _) => (b as char).to_string(),
+            (false, false) => format!("%{b:02X}"),
+            (false, true) => format!("%{b:02x}"),
+        })
+        .collect()
+}
+
+/// The token in `form`, inside a body of that form's usual type.
+pub fn encode(form: &str, token: &str) -> (&'static str, String) {
+    let json = serde_json::to_string(token).unwrap();
+    let inner = &json[1..json.len() - 1];
+    let html = |entity: &dyn Fn(char) -> Option<String>| -> String {
+        token
+            .chars()
+            .map(|c| entity(c).unwrap_or_else(|| c.to_string()))
+            .collect()
+    };
+    let echoed = |value: String| format!("{{\"object\":\"echo\",\"received\":\"{value}\"}}");
+    match form {
+        "plain" => ("text/plain", format!("you sent {token}")),
+        "json-php" => ("application/json", echoed(inner.replace('/', "\\/"))),
+        "json-go" => (
+            "application/json",
+            echoed(
+                inner
+                    .replace('<', "\\u003c")
+                    .replace('>', "\\u003e")
+                    .replace('&', "\\u0026"),
+            ),
+        ),
+        "json-unicode" => (
+            "application/json",
+            echoed(
+                token
+                    .encode_utf16()
+                    .map(|u| format!("\\u{u:04X}"))
+                    .collect(),
+            ),
+        ),
+        "json-mixed" => (
+            "text/plain",
+            format!(
+                "token={}",
+                inner.replace('_', "\\u005f").replace('/', "\\/")
+            ),
+        ),
+        "percent-form" => (
+            "text/plain",
+            url::form_urlencoded::byte_serialize(token.as_bytes()).collect(),
+        ),
+        "percent-all" => ("text/plain", percent(token, |_| false, false)),
+        "percent-lower" => (
+            "text/plain",
+            percent(token, |b| b.is_ascii_alphanumeric(), true),
+        ),
+        "base64" => ("text/plain", STANDARD.encode(token)),
+        "base64-shifted-1" => ("text/plain", STANDARD.encode(format!("x{token}y"))),
+        "base64-shifted-2" => ("text/plain", STANDARD.encode(format!("xy{token}"))),
+        "base64-url" => ("text/plain", URL_SAFE.encode(format!("{token}?"))),
+        "base64-basic" => (
+            "text/plain",
+            format!("Basic {}", STANDARD.encode(format!("{token}:"))),
+        ),
+        "hex" => (
+            "text/plain",
+            token.bytes().map(|b| format!("{b:02x}")).collect(),
+        ),
+        "hex-upper" => (
+            "text/plain",
+            token.bytes().map(|b| format!("{b:02X}")).collect(),
+        ),
+        "html-named" => (
+            "text/html",
+            format!(
+                "<p>{}</p>",
+                token
+                    .replace('&', "&amp;")
+                    .replace('<', "&lt;")
+                    .replace('>', "&gt;")
+            ),
+        ),
+        "html-decimal" => ("text/html", html(&|c| Some(format!("&#{};", c as u32)))),
+        "html-hex" => ("text/html", html(&|c| Some(format!("&#x{:X};", c as u32)))),
+        "reversed" => ("text/plain", token.chars().rev().collect()),
+        _ => ("text/plain", "unknown form".to_owned()),
+    }
+}
+
+async fn leak(Path(form): Path<String>, headers: HeaderMap) -> Response {
+    let token = token(&headers);
+    if form == "slow" {
+        // The token one character at a time, each in its own chunk, a little apart.
+        let chunks: Vec<String> = token.chars().map(String::from).collect();
+        let stream = futures_util::stream::unfold(chunks.into_iter(), |mut chars| async move {
+            let next = chars.next()?;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            Some((Ok::<_, std::io::Error>(next), chars))
+        });
+        return Response::new(Body::from_stream(stream));
+    }
+    let (content_type, body) = encode(&form, &token);
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+async fn leak_header_name(headers: HeaderMap) -> Response {
+    let token = token(&headers);
+    let mut out = HeaderMap::new();
+    if let Ok(name) = HeaderName::from_bytes(token.to_ascii_lowercase().as_bytes()) {
+        out.insert(name, HeaderValue::from_static("1"));
+    }
+    (out, "look at the headers").into_response()
+}
+
+async fn leak_redirect(headers: HeaderMap) -> Response {
+    let token = token(&headers);
+    let mut out = HeaderMap::new();
+    out.insert(
+        header::LOCATION,
+        HeaderValue::from_str(&format!("http://{token}.invalid/")).unwrap(),
+    );
+    (StatusCode::FOUND, out).into_response()
+}
+
+async fn leak_error(headers: HeaderMap) -> Response {
+    let token = token(&headers).replace('&', "&amp;").replace('<', "&lt;");
+    let page = format!("<html><body><h1>500</h1><pre>auth failed for {token}</pre></body></html>");
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        [(header::CONTENT_TYPE, "text/html")],
+        page,
+    )
+        .into_response()
+}
+
+async fn retry_absurd(State(seen): State<Arc<Seen>>) -> Response {
+    seen.retries.fetch_add(1, Ordering::SeqCst);
+    let mut out = HeaderMap::new();
+    out.insert(header::RETRY_AFTER, HeaderValue::from_static("1e308"));
+    (StatusCode::SERVICE_UNAVAILABLE, out, "busy").into_response()
+}
+
+async fn slow_write(State(seen): State<Arc<Seen>>) -> Response {
+    seen.slow_writes.fetch_add(1, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    "written".into_response()
+}
