@@ -79,11 +79,8 @@ impl HostileProvider {
             .route("/v1/slow-write", post(slow_write))
             .route("/v1/cancel", post(|| async { "the whole API was reached" }))
             .with_state(seen.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         Self {
-            base: Url::parse(&format!("http://127.0.0.1:{port}/v1")).unwrap(),
+            base: crate::support::serve_on_loopback(app).await,
             seen,
         }
     }

@@ -216,3 +216,11 @@ impl RawServer {
         .unwrap()
     }
 }
+
+/// Serves `app` on a free loopback port until the test ends; returns its `/v1` base URL.
+pub async fn serve_on_loopback(app: axum::Router) -> Url {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    Url::parse(&format!("http://127.0.0.1:{port}/v1")).unwrap()
+}
