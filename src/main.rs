@@ -60,6 +60,11 @@ fn disable_bytecode_cache() {
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
+    if matches!(cli.command, Command::Serve(_) | Command::Exec(_)) {
+        // The process that holds the secret: no process of the same user may ptrace it or
+        // read its environment.
+        sdkbox::worker::protect_supervisor()?;
+    }
     match cli.command {
         Command::Exec(args) => {
             let runtime =

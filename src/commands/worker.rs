@@ -39,6 +39,7 @@ pub struct WorkerArgs {
 
 /// Runs as a worker process, or probes the hardening with `--probe`.
 pub fn worker(args: WorkerArgs) -> Result<ExitCode> {
+    sdkbox::worker::close_inherited()?;
     let process = ProcessLimits {
         address_space_bytes: args.address_space_bytes,
         cpu_seconds: args.cpu_seconds,

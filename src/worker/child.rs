@@ -45,7 +45,8 @@ pub fn serve(settings: WorkerSettings) -> Result<(), WorkerError> {
         let socket = std::os::unix::net::UnixStream::from(socket);
         socket.set_nonblocking(true)?;
         let mut channel = Channel::new(tokio::net::UnixStream::from_std(socket)?);
-        harden(&settings.process)?;
+        let isolation = harden(&settings.process)?;
+        tracing::debug!(namespaces = %isolation.namespaces, "worker hardened");
         channel
             .send(&FromWorker::Hello {
                 version: PROTOCOL_VERSION,

@@ -1,11 +1,30 @@
-//! Defence in depth for a worker process, applied once it has started: no new privileges,
-//! resource limits, and a seccomp filter that refuses creating sockets, running programs and
-//! opening files for writing. The engine is not the only boundary: if a script escaped the
-//! isolate, this is what it would find.
+//! Defence in depth for a worker process: the engine is not the only boundary, and this is
+//! what a script that escaped the isolate would find. In order, before the worker serves:
+//!
+//! 1. every descriptor it inherited but its three standard ones is closed ([`close_inherited`],
+//!    first thing in the process);
+//! 2. it leaves for a user namespace and an empty network namespace of its own, where the
+//!    kernel allows unprivileged ones (not in Docker's default profile, say): it then holds no
+//!    capability over the host and has no network device at all; where it cannot, it goes on
+//!    without, and the probe says so;
+//! 3. every capability is dropped (bounding, effective, permitted, inheritable, ambient), and
+//!    no new privileges can be gained;
+//! 4. resource limits: address space, CPU time, open files, no core dumps;
+//! 5. a seccomp **allow-list** of the system calls the engine and its event loop use; every
+//!    other call fails with EPERM. Not allowed: opening any file (read or write), sockets,
+//!    running programs, processes (`clone` only with `CLONE_THREAD`; `clone3` answers ENOSYS
+//!    so the C library falls back to `clone`), `ptrace`, `process_vm_*`, `io_uring_*`,
+//!    `unlink`, `rename`, `mkdir`, `symlink`, `truncate`, `kill` of other processes.
+//!
+//! The supervisor, for its part, is not dumpable (see `protect_supervisor`), so a process of the
+//! same user can neither `ptrace` it nor read its `/proc/<pid>/environ`, where the secret came
+//! from (removing the variable would not help: that file shows the process's original
+//! environment block, whatever `unsetenv` does later).
 
 use std::collections::BTreeMap;
 
 use rustix::process::{Resource, Rlimit, setrlimit};
+use rustix::thread::{CapabilitySet, CapabilitySets, UnshareFlags};
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
     SeccompRule, TargetArch,
@@ -40,14 +59,45 @@ pub enum HardenError {
     Seccomp(String),
 }
 
-/// Applies every hardening step to this process.
-pub fn harden(limits: &ProcessLimits) -> Result<(), HardenError> {
+/// What hardening achieved beyond what it requires.
+#[derive(Debug, Clone, Serialize)]
+pub struct Isolation {
+    /// `user+network` when the worker left for namespaces of its own, otherwise why not.
+    pub namespaces: String,
+}
+
+/// Closes every descriptor above the standard three. Call it first thing in the worker,
+/// before anything of its own is open: what a supervisor's parent leaked to it (descriptors
+/// without close-on-exec) must not reach a sandbox.
+pub fn close_inherited() -> Result<(), HardenError> {
+    #[allow(
+        unsafe_code,
+        reason = "close_range has no safe binding; it runs before the process has opened anything"
+    )]
+    // SAFETY: called at the start of the worker, before it opens or owns any descriptor above
+    // 2, so no Rust object refers to the descriptors this closes.
+    let closed = unsafe { libc::close_range(3, u32::MAX, 0) };
+    if closed == 0 {
+        Ok(())
+    } else {
+        Err(HardenError::Syscall {
+            step: "close inherited descriptors",
+            source: std::io::Error::last_os_error(),
+        })
+    }
+}
+
+/// Applies every hardening step to this process, which must still be single-threaded (a
+/// user namespace cannot be entered otherwise).
+pub fn harden(limits: &ProcessLimits) -> Result<Isolation, HardenError> {
     let step = |step: &'static str| {
         move |e: rustix::io::Errno| HardenError::Syscall {
             step,
             source: e.into(),
         }
     };
+    let namespaces = enter_namespaces();
+    drop_capabilities().map_err(step("drop capabilities"))?;
     rustix::thread::set_no_new_privs(true).map_err(step("set no_new_privs"))?;
     let limit = |n: u64| Rlimit {
         current: Some(n),
@@ -58,91 +108,255 @@ pub fn harden(limits: &ProcessLimits) -> Result<(), HardenError> {
     setrlimit(Resource::Cpu, limit(limits.cpu_seconds)).map_err(step("limit CPU time"))?;
     setrlimit(Resource::Nofile, limit(limits.open_files)).map_err(step("limit open files"))?;
     setrlimit(Resource::Core, limit(0)).map_err(step("disable core dumps"))?;
-    let program = seccomp_program()?;
-    seccompiler::apply_filter_all_threads(&program).map_err(|e| HardenError::Seccomp(e.to_string()))
+    let install = |program: BpfProgram| {
+        seccompiler::apply_filter_all_threads(&program)
+            .map_err(|e| HardenError::Seccomp(e.to_string()))
+    };
+    install(allow_list()?)?;
+    install(clone3_unsupported()?)?;
+    Ok(Isolation { namespaces })
 }
 
-/// The filter: everything is allowed except the listed calls, which fail with EPERM.
-fn seccomp_program() -> Result<BpfProgram, HardenError> {
-    let err = |e: seccompiler::BackendError| HardenError::Seccomp(e.to_string());
-    let write_flags = |arg: u8| -> Result<Vec<SeccompRule>, HardenError> {
-        [
-            libc::O_WRONLY,
-            libc::O_RDWR,
-            libc::O_CREAT,
-            libc::O_TRUNC,
-            libc::O_APPEND,
-        ]
-        .into_iter()
-        .map(|flag| {
-            let flag = flag as u64;
-            let condition = SeccompCondition::new(
-                arg,
-                SeccompCmpArgLen::Dword,
-                SeccompCmpOp::MaskedEq(flag),
-                flag,
-            )
-            .map_err(err)?;
-            SeccompRule::new(vec![condition]).map_err(err)
-        })
-        .collect()
+/// Makes the supervisor undumpable: no process of its user can `ptrace` it or read its
+/// memory or `/proc/<pid>/environ`, where the provider secret came from.
+pub fn protect_supervisor() -> Result<(), HardenError> {
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable).map_err(
+        |e| HardenError::Syscall {
+            step: "make the supervisor undumpable",
+            source: e.into(),
+        },
+    )
+}
+
+/// Leaves for a new user namespace and an empty network namespace; says what happened.
+fn enter_namespaces() -> String {
+    #[allow(
+        unsafe_code,
+        reason = "unshare has no safe binding in rustix; the flags used here are sound"
+    )]
+    // SAFETY: the unsafety of unshare is CLONE_FILES (descriptor tables diverging between
+    // threads), which is not used; the worker is single-threaded here.
+    let entered =
+        unsafe { rustix::thread::unshare_unsafe(UnshareFlags::NEWUSER | UnshareFlags::NEWNET) };
+    match entered {
+        Ok(()) => "user+network".to_owned(),
+        Err(e) => format!("none: the kernel refused them ({e}); the other steps still apply"),
+    }
+}
+
+fn drop_capabilities() -> rustix::io::Result<()> {
+    for capability in CapabilitySet::all().iter() {
+        // Needs CAP_SETPCAP, which an unprivileged worker lacks; it has nothing to drop then.
+        let _ = rustix::thread::remove_capability_from_bounding_set(capability);
+    }
+    let _ = rustix::thread::clear_ambient_capability_set();
+    let none = CapabilitySets {
+        effective: CapabilitySet::empty(),
+        permitted: CapabilitySet::empty(),
+        inheritable: CapabilitySet::empty(),
     };
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    for call in [
-        libc::SYS_socket,
-        libc::SYS_socketpair,
-        libc::SYS_execve,
-        libc::SYS_execveat,
-        libc::SYS_openat2,
-    ] {
-        rules.insert(call, Vec::new());
-    }
-    rules.insert(libc::SYS_openat, write_flags(2)?);
-    #[cfg(target_arch = "x86_64")]
-    {
-        rules.insert(libc::SYS_open, write_flags(1)?);
-        rules.insert(libc::SYS_creat, Vec::new());
-    }
-    let arch = if cfg!(target_arch = "aarch64") {
+    rustix::thread::set_capabilities(None, none)
+}
+
+fn seccomp_error(e: seccompiler::BackendError) -> HardenError {
+    HardenError::Seccomp(e.to_string())
+}
+
+fn arch() -> TargetArch {
+    if cfg!(target_arch = "aarch64") {
         TargetArch::aarch64
     } else {
         TargetArch::x86_64
-    };
+    }
+}
+
+/// A rule that matches when argument `arg` equals one of `values`.
+fn arg_is(arg: u8, values: &[u64]) -> Result<Vec<SeccompRule>, HardenError> {
+    values
+        .iter()
+        .map(|&value| {
+            let condition =
+                SeccompCondition::new(arg, SeccompCmpArgLen::Qword, SeccompCmpOp::Eq, value)
+                    .map_err(seccomp_error)?;
+            SeccompRule::new(vec![condition]).map_err(seccomp_error)
+        })
+        .collect()
+}
+
+/// The system calls a worker may make, measured with strace over the engine's whole life
+/// (runtime creation and restore, scripts, timers, requests, errors, memory and stack
+/// limits, termination); anything else fails with EPERM.
+fn allow_list() -> Result<BpfProgram, HardenError> {
+    let anything = || Vec::new();
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = [
+        // memory
+        libc::SYS_mmap,
+        libc::SYS_munmap,
+        libc::SYS_mprotect,
+        libc::SYS_mremap,
+        libc::SYS_madvise,
+        libc::SYS_brk,
+        // threads and their synchronisation
+        libc::SYS_futex,
+        libc::SYS_set_robust_list,
+        libc::SYS_rseq,
+        libc::SYS_gettid,
+        libc::SYS_getpid,
+        libc::SYS_capget,
+        libc::SYS_sched_getaffinity,
+        libc::SYS_sched_yield,
+        libc::SYS_exit,
+        libc::SYS_exit_group,
+        libc::SYS_tgkill,
+        // signals (stack overflow guard pages, abort)
+        libc::SYS_rt_sigaction,
+        libc::SYS_rt_sigprocmask,
+        libc::SYS_rt_sigreturn,
+        libc::SYS_sigaltstack,
+        libc::SYS_restart_syscall,
+        // time and randomness
+        libc::SYS_clock_gettime,
+        libc::SYS_clock_getres,
+        libc::SYS_clock_nanosleep,
+        libc::SYS_nanosleep,
+        libc::SYS_gettimeofday,
+        libc::SYS_getrandom,
+        // the socket to the supervisor, the event loop, and descriptors already open
+        libc::SYS_read,
+        libc::SYS_readv,
+        libc::SYS_write,
+        libc::SYS_writev,
+        libc::SYS_recvfrom,
+        libc::SYS_recvmsg,
+        libc::SYS_sendto,
+        libc::SYS_sendmsg,
+        libc::SYS_close,
+        libc::SYS_fcntl,
+        libc::SYS_lseek,
+        libc::SYS_fstat,
+        libc::SYS_newfstatat,
+        libc::SYS_statx,
+        libc::SYS_epoll_create1,
+        libc::SYS_epoll_ctl,
+        libc::SYS_epoll_pwait,
+        libc::SYS_eventfd2,
+        libc::SYS_ppoll,
+        // more filters, which can only refuse more (the second one below needs it)
+        libc::SYS_seccomp,
+    ]
+    .into_iter()
+    .map(|call| (call, anything()))
+    .collect();
+    #[cfg(target_arch = "x86_64")]
+    for call in [libc::SYS_epoll_wait, libc::SYS_poll, libc::SYS_getrlimit] {
+        rules.insert(call, anything());
+    }
+    // Threads only: a `clone` without CLONE_THREAD would be a new process.
+    let thread = SeccompCondition::new(
+        0,
+        SeccompCmpArgLen::Qword,
+        SeccompCmpOp::MaskedEq(libc::CLONE_THREAD as u64),
+        libc::CLONE_THREAD as u64,
+    )
+    .map_err(seccomp_error)?;
+    rules.insert(
+        libc::SYS_clone,
+        vec![SeccompRule::new(vec![thread]).map_err(seccomp_error)?],
+    );
+    // Thread names, the C library's names for its mappings, and no_new_privs (set again
+    // when a filter is installed); nothing else of prctl.
+    const PR_SET_VMA: u64 = 0x53564d41;
+    let prctl = [
+        libc::PR_SET_NAME as u64,
+        libc::PR_GET_NAME as u64,
+        libc::PR_SET_NO_NEW_PRIVS as u64,
+        PR_SET_VMA,
+    ];
+    rules.insert(libc::SYS_prctl, arg_is(0, &prctl)?);
+    // Reading a limit (the stack's, at thread start), never setting one.
+    rules.insert(libc::SYS_prlimit64, arg_is(2, &[0])?);
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Errno(libc::EPERM as u32),
+        SeccompAction::Allow,
+        arch(),
+    )
+    .map_err(seccomp_error)?;
+    filter.try_into().map_err(seccomp_error)
+}
+
+/// A second filter: `clone3` answers ENOSYS, so that the C library creates threads with
+/// `clone`, whose flags the allow-list can check (`clone3` passes them in memory).
+fn clone3_unsupported() -> Result<BpfProgram, HardenError> {
+    let rules: BTreeMap<i64, Vec<SeccompRule>> = [(libc::SYS_clone3, Vec::new())].into();
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        arch,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        arch(),
     )
-    .map_err(err)?;
-    filter.try_into().map_err(err)
+    .map_err(seccomp_error)?;
+    filter.try_into().map_err(seccomp_error)
 }
 
 /// What a hardened process can still do, for `sdkbox worker --probe` and the tests.
 #[derive(Debug, Serialize)]
 pub struct Probe {
+    /// The namespaces it is in.
+    pub namespaces: String,
     /// Opening a TCP socket.
     pub socket: String,
     /// Creating a file for writing.
     pub write_file: String,
+    /// Opening a file for reading (`/proc/self/status`).
+    pub read_file: String,
+    /// Reading the parent's environment, where a supervisor's secret would be.
+    pub parent_environ: String,
     /// Running a program.
     pub exec: String,
-    /// Reading a file (allowed; shows the probe itself works).
-    pub read_file: String,
+    /// Creating a directory, renaming and removing a file made before hardening.
+    pub mkdir: String,
+    /// Renaming that file.
+    pub rename: String,
+    /// Removing it.
+    pub unlink: String,
+    /// Starting a thread (allowed: the engine needs threads; shows the probe works).
+    pub thread: String,
+    /// Capabilities left in the effective set.
+    pub capabilities: String,
 }
 
 /// Hardens this process, then tries what a hardened worker must not be able to do.
 pub fn probe(limits: &ProcessLimits) -> Result<Probe, HardenError> {
-    harden(limits)?;
+    let scratch = std::env::temp_dir().join(format!("sdkbox-probe-{}", std::process::id()));
+    let existing = scratch.with_extension("existing");
+    let _ = std::fs::write(&existing, b"made before hardening");
+    let parent = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get());
+    let isolation = harden(limits)?;
     let outcome = |r: std::io::Result<()>| match r {
         Ok(()) => "allowed".to_owned(),
         Err(e) => format!("refused: {e}"),
     };
-    let target = std::env::temp_dir().join(format!("sdkbox-probe-{}", std::process::id()));
-    Ok(Probe {
+    let probe = Probe {
+        namespaces: isolation.namespaces,
         socket: outcome(std::net::TcpListener::bind("127.0.0.1:0").map(drop)),
-        write_file: outcome(std::fs::File::create(&target).map(drop)),
-        exec: outcome(std::process::Command::new("/bin/true").status().map(drop)),
+        write_file: outcome(std::fs::File::create(&scratch).map(drop)),
         read_file: outcome(std::fs::read("/proc/self/status").map(drop)),
-    })
+        parent_environ: outcome(std::fs::read(format!("/proc/{parent}/environ")).map(drop)),
+        exec: outcome(std::process::Command::new("/bin/true").status().map(drop)),
+        mkdir: outcome(std::fs::create_dir(scratch.with_extension("dir"))),
+        rename: outcome(std::fs::rename(&existing, scratch.with_extension("moved"))),
+        unlink: outcome(std::fs::remove_file(&existing)),
+        thread: outcome(
+            std::thread::spawn(|| ())
+                .join()
+                .map_err(|_| std::io::Error::other("the thread panicked")),
+        ),
+        capabilities: match rustix::thread::capabilities(None) {
+            Ok(sets) if sets.effective.is_empty() => "none".to_owned(),
+            Ok(sets) => format!("{:?}", sets.effective),
+            Err(e) => format!("unknown: {e}"),
+        },
+    };
+    Ok(probe)
 }

@@ -2,8 +2,10 @@
 //! engine that leaks, ignores a deadline or aborts costs one call, never the server.
 //!
 //! Invariants (see ARCHITECTURE.md):
-//! - the supervisor (this process) holds egress and the secret; workers hold neither and
-//!   cannot open sockets, run programs or write files (seccomp, rlimits, no_new_privs);
+//! - the supervisor (this process) holds egress and the secret and is not dumpable; workers
+//!   hold neither, inherit no descriptor but their socket, run in user and network
+//!   namespaces of their own where the kernel allows, without capabilities, and under a
+//!   seccomp allow-list that refuses files, sockets, programs and processes;
 //! - a worker runs one execution at a time and is killed at the deadline plus grace;
 //! - every failure of a worker becomes an outcome for that call; the pool replaces it.
 
@@ -15,7 +17,7 @@ mod protocol;
 mod scratch;
 
 pub use child::{WorkerSettings, serve};
-pub use harden::{Probe, ProcessLimits, probe};
+pub use harden::{Probe, ProcessLimits, close_inherited, probe, protect_supervisor};
 pub use pool::{Pool, PoolConfig, Target};
 
 use thiserror::Error;

@@ -480,3 +480,131 @@ async fn finding_15_sigterm_cleans_up_and_stale_directories_are_removed() {
         );
     }
 }
+
+/// Pids of the processes whose parent is `parent`.
+fn children_of(parent: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let after = stat.rsplit_once(") ")?.1.to_owned();
+                    after.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(parent)
+        })
+        .collect()
+}
+
+/// Where each open descriptor of `pid` points.
+fn descriptors(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| std::fs::read_link(e.path()).ok())
+                .map(|p| p.display().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_10_workers_inherit_no_descriptor_of_the_supervisor() {
+    let dir = tempfile::tempdir().unwrap();
+    let leaked_path = dir.path().join("leaked-secret-store");
+    let leaked = std::fs::File::create(&leaked_path).unwrap();
+    // As a careless parent would hand it down: without close-on-exec.
+    rustix::io::fcntl_setfd(&leaked, rustix::io::FdFlags::empty()).unwrap();
+    let server = crate::support::listening({
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"));
+        command.args(["serve", "--demo", "--http", "127.0.0.1:0"]);
+        command
+    })
+    .await;
+    drop(leaked);
+    let supervisor = server.child.id().unwrap();
+    let shown = leaked_path.display().to_string();
+    assert!(
+        descriptors(supervisor).contains(&shown),
+        "the test leaks nothing to the supervisor"
+    );
+    let workers = children_of(supervisor);
+    assert!(workers.len() >= 2, "{workers:?}");
+    for worker in workers {
+        let open = descriptors(worker);
+        assert!(
+            !open.contains(&shown),
+            "worker {worker} inherited it: {open:?}"
+        );
+    }
+}
+
+#[test]
+fn finding_10_the_supervisor_is_not_dumpable() {
+    // Needs a second user to look from: root can read any process's environment.
+    let root = rustix::process::getuid().is_root();
+    if !root
+        || std::process::Command::new("setpriv")
+            .arg("--help")
+            .output()
+            .is_err()
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs this as root with setpriv"
+        );
+        eprintln!("skipped: needs root and setpriv, to run processes as another user");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let as_nobody = |program: &str| {
+        let mut command = std::process::Command::new("setpriv");
+        command
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", program])
+            .env("TMPDIR", tmp.path());
+        command
+    };
+    let environ_of = |pid: u32| {
+        as_nobody("cat")
+            .arg(format!("/proc/{pid}/environ"))
+            .output()
+            .unwrap()
+    };
+    // A dumpable process of the same user: its environment can be read.
+    let mut sleeper = as_nobody("sleep").arg("30").spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let readable = environ_of(sleeper.id());
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert!(
+        readable.status.success(),
+        "the control case failed: {readable:?}"
+    );
+    // The supervisor, holding a secret it read from the environment: not readable.
+    let mut server = as_nobody(env!("CARGO_BIN_EXE_sdkbox"))
+        .args(["serve", "--demo"])
+        .env("SDKBOX_SECRET_FOR_TEST", "sk_live_never_readable")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1_500));
+    let refused = environ_of(server.id());
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(!refused.status.success(), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("Permission denied"),
+        "{refused:?}"
+    );
+    assert!(!String::from_utf8_lossy(&refused.stdout).contains("sk_live_never_readable"));
+}

@@ -196,20 +196,42 @@ async fn egress_and_the_secret_stay_in_the_supervisor() {
 }
 
 #[test]
-fn a_hardened_worker_cannot_open_sockets_files_or_programs() {
+fn a_hardened_worker_can_do_nothing_but_compute() {
+    let scratch = tempfile::tempdir().unwrap();
     let output = crate::support::sdkbox()
         .args(["worker", "--memory-bytes", "134217728", "--probe"])
+        .env("TMPDIR", scratch.path())
         .output()
         .unwrap();
     let probe = crate::support::json_stdout(&output);
-    for denied in ["socket", "write_file", "exec"] {
+    for denied in [
+        "socket",
+        "write_file",
+        "read_file",
+        "parent_environ",
+        "exec",
+        "mkdir",
+        "rename",
+        "unlink",
+    ] {
         let result = probe[denied].as_str().unwrap();
         assert!(result.starts_with("refused"), "{denied}: {result}");
     }
     assert_eq!(
-        probe["read_file"], "allowed",
+        probe["thread"], "allowed",
         "the probe itself is broken: {probe}"
     );
+    assert_eq!(probe["capabilities"], "none", "{probe}");
+    // Namespaces are best effort (a container's seccomp profile may refuse them); where
+    // they are refused, the probe says why.
+    let namespaces = probe["namespaces"].as_str().unwrap();
+    assert!(
+        namespaces == "user+network" || namespaces.starts_with("none: "),
+        "{namespaces}"
+    );
+    if std::env::var_os("CI").is_some() {
+        assert_eq!(namespaces, "user+network", "this CI machine allows them");
+    }
 }
 
 #[test]
