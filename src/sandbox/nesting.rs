@@ -14,11 +14,13 @@ pub const MAX_NESTING: usize = 1_000;
 /// Words the parser reads as a prefix of another expression, by recursion.
 const PREFIX_WORDS: &[&str] = &["await", "typeof", "void", "delete", "new", "yield"];
 
-/// A syntax error when `code` nests deeper than [`MAX_NESTING`], at the bracket that does.
-/// Strings, template text and comments are skipped; a regular expression's brackets are
-/// counted, which can only make the bound stricter.
-pub fn too_deep(code: &str) -> Option<SyntaxError> {
+/// How deeply `code` nests at its deepest, or a syntax error when that is deeper than
+/// [`MAX_NESTING`], at the bracket that does. Strings, template text and comments are
+/// skipped; a regular expression's brackets are counted, which can only make the bound
+/// stricter.
+pub fn deepest(code: &str) -> Result<usize, SyntaxError> {
     let mut scanner = Scanner::default();
+    let mut deepest = 0;
     let mut chars = code.chars().peekable();
     let (mut line, mut column) = (1u32, 0u32);
     while let Some(c) = chars.next() {
@@ -32,10 +34,11 @@ pub fn too_deep(code: &str) -> Option<SyntaxError> {
             chars.next();
             column += 1;
         }
-        if scanner.level() > MAX_NESTING {
+        deepest = deepest.max(scanner.level());
+        if deepest > MAX_NESTING {
             let text = code.lines().nth(line as usize - 1).unwrap_or_default();
             let shown: String = text.chars().take(80).collect();
-            return Some(SyntaxError {
+            return Err(SyntaxError {
                 message: format!(
                     "the code nests more than {MAX_NESTING} levels deep: brackets, or operators \
                      such as `=>`, `?` and `!` in one expression; flatten it: build deep data \
@@ -47,7 +50,7 @@ pub fn too_deep(code: &str) -> Option<SyntaxError> {
             });
         }
     }
-    None
+    Ok(deepest)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -217,6 +220,10 @@ impl Scanner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn too_deep(code: &str) -> Option<SyntaxError> {
+        deepest(code).err()
+    }
 
     #[test]
     fn counts_brackets_in_code_only() {

@@ -50,12 +50,16 @@ pub struct SyntaxError {
 /// which aborts the process. Only the pages used are ever committed.
 const PARSER_STACK: usize = 256 * 1024 * 1024;
 
-/// Transpiles the model's code into a module whose entry the harness can call. Runs on a
-/// thread of its own with a large stack, and refuses code nested deeper than
-/// [`nesting::MAX_NESTING`] before parsing it, so no input can overflow the parser's stack.
+/// Nesting that the calling thread's stack parses safely (a few hundred KiB of parser
+/// frames); deeper code is parsed on a thread with [`PARSER_STACK`].
+const SHALLOW: usize = 64;
+
+/// Transpiles the model's code into a module whose entry the harness can call. Refuses code
+/// nested deeper than [`nesting::MAX_NESTING`] before parsing it, and parses deeply nested
+/// code on a thread with a large stack, so no input can overflow the parser's stack.
 pub fn compile(code: &str) -> Result<Program, SyntaxError> {
-    if let Some(error) = nesting::too_deep(code) {
-        return Err(error);
+    if nesting::deepest(code)? <= SHALLOW {
+        return compile_here(code);
     }
     let compiled = std::thread::scope(|scope| {
         std::thread::Builder::new()
