@@ -22,7 +22,7 @@ pub use policy::OriginPolicy;
 pub use scrub::{REDACTED, Scrubber, WITHHELD};
 pub use session::{
     CallRecord, EgressSession, MAX_LOGGED_CALLS, ScriptRequest, ScriptResponse, UNFINISHED,
-    UrlKind, cut,
+    UrlKind, cut, is_write,
 };
 
 use std::sync::Arc;

@@ -182,7 +182,7 @@ impl Needles {
         if text.len() < self.secret.len() {
             return false;
         }
-        if contains(text, &self.secret) || self.in_runs(text) {
+        if contains(text, &self.secret) || self.in_runs(text, depth) {
             return true;
         }
         if depth == 0 {
@@ -199,12 +199,22 @@ impl Needles {
             .any(|view| view != text && self.carried(&view, depth - 1))
     }
 
-    /// Whether a base64 or hex run in `text` decodes to bytes that contain the secret.
-    fn in_runs(&self, text: &[u8]) -> bool {
-        let base64_run = |b: &u8| b.is_ascii_alphanumeric() || b"+/-_=".contains(b);
+    /// Whether a base64 or hex run in `text` decodes to bytes that carry the secret (decoded
+    /// again, up to `depth` more times). Runs go on across white space (MIME wraps base64 at
+    /// 76 columns) and, for hex, across `:` and `-` (`73:6b:…`).
+    fn in_runs(&self, text: &[u8], depth: u32) -> bool {
+        let found = |bytes: &[u8]| {
+            contains(bytes, &self.secret) || (depth > 0 && self.carried(bytes, depth - 1))
+        };
+        let base64_run =
+            |b: &u8| b.is_ascii_alphanumeric() || b"+/-_=".contains(b) || b.is_ascii_whitespace();
         let shortest = self.secret.len() * 4 / 3;
         let found_base64 = runs(text, base64_run, shortest).any(|run| {
-            let run: Vec<u8> = run.iter().copied().filter(|b| *b != b'=').collect();
+            let run: Vec<u8> = run
+                .iter()
+                .copied()
+                .filter(|b| *b != b'=' && !b.is_ascii_whitespace())
+                .collect();
             (0..4).any(|offset| {
                 run.get(offset..).is_some_and(|tail| {
                     let usable = &tail[..tail.len() - tail.len() % 4];
@@ -214,15 +224,18 @@ impl Needles {
                     ]
                     .into_iter()
                     .flatten()
-                    .any(|bytes| contains(&bytes, &self.secret))
+                    .any(|bytes| found(&bytes))
                 })
             })
         });
+        let hex_run = |b: &u8| b.is_ascii_hexdigit() || b":- ".contains(b);
         found_base64
-            || runs(text, u8::is_ascii_hexdigit, self.secret.len() * 2).any(|run| {
+            || runs(text, hex_run, self.secret.len() * 2).any(|run| {
+                let digits: Vec<u8> = run.iter().copied().filter(u8::is_ascii_hexdigit).collect();
                 (0..2).any(|offset| {
-                    run.get(offset..)
-                        .is_some_and(|tail| contains(&hex_decode(tail), &self.secret))
+                    digits
+                        .get(offset..)
+                        .is_some_and(|tail| found(&hex_decode(tail)))
                 })
             })
     }
@@ -268,6 +281,9 @@ fn encodings(secret: &str) -> Vec<String> {
         }),
         html(secret, |c| Some(format!("&#{};", c as u32))),
         html(secret, |c| Some(format!("&#x{:x};", c as u32))),
+        // UTF-16, either byte order, as a text of bytes reads it.
+        secret.chars().flat_map(|c| [c, '\0']).collect(),
+        secret.chars().flat_map(|c| ['\0', c]).collect(),
     ];
     for engine in [&STANDARD_NO_PAD, &URL_SAFE_NO_PAD] {
         for offset in 0..3 {
@@ -479,6 +495,31 @@ mod tests {
                 .replace("&amp;lt;", "&lt;"),
             // A mixture no single needle covers: some characters escaped, some not.
             SECRET.replace('_', "\\u005f").replace('=', "%3D"),
+            // What the review found getting past the first version: MIME base64 wrapped in
+            // lines, encodings of encodings, UTF-16, hex with separators.
+            STANDARD
+                .encode(format!("{SECRET}{}", "x".repeat(80)))
+                .as_bytes()
+                .chunks(16)
+                .map(|c| String::from_utf8_lossy(c).into_owned())
+                .collect::<Vec<_>>()
+                .join("\r\n"),
+            STANDARD.encode(
+                serde_json::to_string(SECRET)
+                    .unwrap_or_default()
+                    .replace('/', "\\/"),
+            ),
+            STANDARD.encode(percent(SECRET.as_bytes(), |_| false)),
+            SECRET
+                .encode_utf16()
+                .flat_map(u16::to_le_bytes)
+                .map(char::from)
+                .collect(),
+            SECRET
+                .bytes()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(":"),
         ];
         for prefix in ["", "u", "us", "user:"] {
             let data = format!("{prefix}{SECRET}:");

@@ -128,6 +128,11 @@ impl CallRecord {
     }
 }
 
+/// Whether a request with `method` may change the provider's data.
+pub fn is_write(method: &str) -> bool {
+    !matches!(method, "GET" | "HEAD" | "OPTIONS")
+}
+
 /// `text` cut to `max` characters, saying how long it was.
 pub fn cut(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
@@ -283,7 +288,9 @@ impl State {
     /// returns its place, or `None` past the log's bound.
     fn begin(&self, record: CallRecord, finished: bool) -> Option<usize> {
         let mut log = lock(&self.log);
-        if log.records.len() >= MAX_LOGGED_CALLS {
+        // Writes are always listed (the request budget bounds them); reads past the bound are
+        // counted.
+        if log.records.len() >= MAX_LOGGED_CALLS && !is_write(&record.method) {
             log.dropped += 1;
             return None;
         }

@@ -141,7 +141,11 @@
     const id = nextTimer++;
     const run = () => {
       if (!repeat) timers.delete(id);
-      callback(...args);
+      try {
+        callback(...args);
+      } catch (thrown) {
+        throw asError(thrown);
+      }
     };
     timers.set(id, createTimer(run, delay, undefined, repeat, true));
     return id;
@@ -427,6 +431,19 @@
   function encode(s) { return encodeURIComponent(s).replace(/%20/g, "+"); }
   function decode(s) { return decodeURIComponent(s.replace(/\+/g, " ")); }
 
+  // A microtask that throws fails the execution with an Error too.
+  const nativeQueueMicrotask = globalThis.queueMicrotask;
+  const queueMicrotask = (callback) => {
+    if (typeof callback !== "function") throw new TypeError("queueMicrotask takes a function");
+    nativeQueueMicrotask(() => {
+      try {
+        callback();
+      } catch (thrown) {
+        throw asError(thrown);
+      }
+    });
+  };
+
   const installed = {
     console,
     fetch,
@@ -436,6 +453,7 @@
     URLSearchParams,
     EgressError,
     ApiError,
+    queueMicrotask,
     setTimeout: (f, ms, ...args) => schedule(f, ms, args, false),
     setInterval: (f, ms, ...args) => schedule(f, ms, args, true),
     clearTimeout: clear,
@@ -468,16 +486,29 @@
     }
   }
 
+  // An Error without what the engine would read further (`cause`, `errors`, which may hold
+  // anything); one that cannot be stripped is copied into a fresh Error.
+  function stripped(error) {
+    try {
+      delete error.cause;
+      delete error.errors;
+      if (!("cause" in error) && !("errors" in error)) return error;
+    } catch {}
+    const copy = new ErrorCtor(`${shown(error.message)}`);
+    return copy;
+  }
+
   function asError(value) {
-    if (isPlainError(value)) return value;
+    if (isPlainError(value)) return stripped(value);
     return new ErrorCtor(`the code threw ${shown(value)}, which is not an Error; throw new Error("...") instead`);
   }
 
   // A rejection nothing handled fails the execution, with an Error whatever was rejected.
   core.setUnhandledPromiseRejectionHandler((_promise, reason) => {
-    reportRejection(isPlainError(reason) ? reason : new ErrorCtor(`a promise was rejected with ${shown(reason)} and nothing handled it`));
+    reportRejection(isPlainError(reason) ? stripped(reason) : new ErrorCtor(`a promise was rejected with ${shown(reason)} and nothing handled it`));
     return true;
   });
+
 
   // The harness: loads the model's module, calls its entry and hands the JSON result to Rust.
   async function harness() {

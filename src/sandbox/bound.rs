@@ -9,7 +9,11 @@ use serde_json::Value;
 use super::outcome::{ExecError, Outcome, Truncation};
 use super::report::Report;
 use super::truncate;
-use crate::egress::cut;
+use crate::egress::{cut, is_write};
+
+/// Bytes kept for the JSON-RPC envelope around a result (`jsonrpc`, `id`, `content`, the
+/// tool result's own keys): the structured outcome and its text share the rest.
+pub const ENVELOPE: usize = 1_024;
 
 /// Characters of an error message kept.
 pub const MAX_ERROR_MESSAGE: usize = 2_000;
@@ -58,10 +62,13 @@ impl Report {
 }
 
 /// Holds `outcome` to `budget` bytes of JSON: the parts give way in order of least use to
-/// the model: console lines from the last, call records from the last (counted in
-/// `http_dropped`), then the result is cut further, then the error's stack and excerpt.
+/// the model: console lines from the last, then the result is cut further, then read calls
+/// from the last (counted in `http_dropped`), then every record is shortened, then the error's
+/// stack and excerpt. Writes stay listed while anything else can give way: a write the
+/// provider may have acted on is the last thing the size bound hides.
 pub fn fit(outcome: &mut Outcome, budget: usize) {
-    for _ in 0..8 {
+    let mut compacted = false;
+    for _ in 0..16 {
         let size = json_len(outcome);
         if size <= budget {
             return;
@@ -75,14 +82,6 @@ pub fn fit(outcome: &mut Outcome, budget: usize) {
                 freed += json_len(&line) + 1;
                 outcome.console_dropped += 1;
             }
-        } else if !outcome.http.is_empty() {
-            let mut freed = 0;
-            while freed < excess
-                && let Some(call) = outcome.http.pop()
-            {
-                freed += json_len(&call) + 1;
-                outcome.http_dropped += 1;
-            }
         } else if !outcome.result.is_null() && !result_is_minimal(&outcome.result) {
             let current = truncate::json_size(&outcome.result);
             let target = current.saturating_sub(excess + 128).max(64);
@@ -95,11 +94,41 @@ pub fn fit(outcome: &mut Outcome, budget: usize) {
                 original_chars: original,
                 limit_chars: target,
             });
-        } else if let Some(error) = &mut outcome.error {
-            error.stack = None;
-            error.excerpt = None;
-            error.message = cut(&error.message, 200);
-            error.name = error.name.as_deref().map(|n| cut(n, 40));
+        } else if let Some(last_read) = outcome.http.iter().rposition(|c| !is_write(&c.method)) {
+            let mut freed = 0;
+            let mut next = Some(last_read);
+            while freed < excess
+                && let Some(i) = next
+            {
+                freed += json_len(&outcome.http.remove(i)) + 1;
+                outcome.http_dropped += 1;
+                next = outcome.http[..i].iter().rposition(|c| !is_write(&c.method));
+            }
+        } else if !compacted && !outcome.http.is_empty() {
+            compacted = true;
+            for call in &mut outcome.http {
+                call.url = cut(&call.url, 100);
+                call.error = call.error.as_deref().map(|e| cut(e, 100));
+                call.dropped_headers.clear();
+            }
+        } else if outcome.error.as_ref().is_some_and(|e| {
+            e.stack.is_some() || e.excerpt.is_some() || e.message.chars().count() > 200
+        }) {
+            if let Some(error) = &mut outcome.error {
+                error.stack = None;
+                error.excerpt = None;
+                error.message = cut(&error.message, 200);
+                error.name = error.name.as_deref().map(|n| cut(n, 40));
+            }
+        } else if !outcome.http.is_empty() {
+            // The last resort: more writes than the budget can list, even shortened.
+            let mut freed = 0;
+            while freed < excess
+                && let Some(call) = outcome.http.pop()
+            {
+                freed += json_len(&call) + 1;
+                outcome.http_dropped += 1;
+            }
         } else {
             return;
         }
@@ -182,6 +211,18 @@ mod tests {
                 assert_eq!(outcome.http.len() + outcome.http_dropped, 50);
             }
         }
+    }
+
+    #[test]
+    fn writes_stay_listed_whatever_gives_way() {
+        let mut outcome = huge(None);
+        outcome.http[20].method = "POST".into();
+        outcome.http[49].method = "DELETE".into();
+        fit(&mut outcome, 4_000);
+        assert!(json_len(&outcome) <= 4_000, "{}", json_len(&outcome));
+        let methods: Vec<&str> = outcome.http.iter().map(|c| c.method.as_str()).collect();
+        assert_eq!(methods, ["POST", "DELETE"], "{}", json_len(&outcome));
+        assert_eq!(outcome.http_dropped, 48);
     }
 
     #[test]

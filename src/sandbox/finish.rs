@@ -56,7 +56,10 @@ pub fn finish(
             limit_chars: limits.max_result_chars,
         });
     }
-    bound::fit(&mut outcome, limits.max_output_bytes / 2);
+    bound::fit(
+        &mut outcome,
+        limits.max_output_bytes.saturating_sub(bound::ENVELOPE) / 2,
+    );
     outcome.timings = Timings {
         compile_us: report.compile_us,
         create_us: report.create_us,

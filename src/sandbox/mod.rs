@@ -25,6 +25,7 @@ mod runtime;
 mod source;
 mod truncate;
 
+pub use bound::ENVELOPE as OUTPUT_ENVELOPE;
 pub use errors::cancelled as cancelled_error;
 use finish::finish;
 pub use network::{Gateway, Network, NetworkError, NetworkFuture};

@@ -11,8 +11,29 @@ use super::source::SyntaxError;
 /// operators, see above). Real code rarely passes 30.
 pub const MAX_NESTING: usize = 1_000;
 
-/// Words the parser reads as a prefix of another expression, by recursion.
-const PREFIX_WORDS: &[&str] = &["await", "typeof", "void", "delete", "new", "yield"];
+/// Words the parser reads by recursion: prefixes of another expression, and statements that
+/// hold another statement (`if`, `else if`, loops, `with`).
+const PREFIX_WORDS: &[&str] = &[
+    "await", "typeof", "void", "delete", "new", "yield", "if", "else", "for", "while", "do", "with",
+];
+
+/// Words after which a `/` starts a regular expression, not a division.
+const BEFORE_REGEX: &[&str] = &[
+    "return",
+    "typeof",
+    "case",
+    "do",
+    "else",
+    "in",
+    "of",
+    "new",
+    "delete",
+    "void",
+    "throw",
+    "yield",
+    "await",
+    "instanceof",
+];
 
 /// How deeply `code` nests at its deepest, or a syntax error when that is deeper than
 /// [`MAX_NESTING`], at the bracket that does. Strings, template text and comments are
@@ -60,6 +81,8 @@ enum Mode {
     Template,
     LineComment,
     BlockComment,
+    /// A regular expression literal; `true` inside a character class.
+    Regex(bool),
 }
 
 /// What is open at the current character: the bracket depth, the recursive operators of the
@@ -76,6 +99,10 @@ struct Scanner {
     escaped: bool,
     previous: char,
     word: String,
+    /// The last character of code that is not white space (`a` after a word).
+    significant: char,
+    /// The word that ended last, while nothing but white space followed it.
+    last_word: String,
 }
 
 impl Default for Scanner {
@@ -89,6 +116,8 @@ impl Default for Scanner {
             escaped: false,
             previous: ' ',
             word: String::new(),
+            significant: '(',
+            last_word: String::new(),
         }
     }
 }
@@ -134,10 +163,24 @@ impl Scanner {
     }
 
     fn end_word(&mut self) {
+        if self.word.is_empty() {
+            return;
+        }
         if PREFIX_WORDS.contains(&self.word.as_str()) {
             self.operator();
         }
-        self.word.clear();
+        self.significant = 'a';
+        self.last_word = std::mem::take(&mut self.word);
+    }
+
+    /// Whether a `/` here starts a regular expression: after an operator, an opening
+    /// bracket, a separator, the start, or a keyword such as `return`.
+    fn regex_starts(&self) -> bool {
+        match self.significant {
+            'a' => BEFORE_REGEX.contains(&self.last_word.as_str()),
+            ')' | ']' | '}' => false,
+            _ => true,
+        }
     }
     fn read(&mut self, c: char, next: Option<char>) -> bool {
         if self.mode == Mode::Code {
@@ -146,6 +189,15 @@ impl Scanner {
                 return false;
             }
             self.end_word();
+            if !c.is_whitespace() {
+                let regex = c == '/' && !matches!(next, Some('/' | '*')) && self.regex_starts();
+                self.significant = c;
+                self.last_word.clear();
+                if regex {
+                    self.mode = Mode::Regex(false);
+                    return false;
+                }
+            }
         }
         match self.mode {
             Mode::Code => match (c, next) {
@@ -175,7 +227,8 @@ impl Scanner {
                 ('=', Some('=')) => return true,
                 ('=', _) if !matches!(self.previous, '!' | '<' | '>' | '=') => self.operator(),
                 ('?', Some('.' | '?')) | ('!', Some('=')) => return true,
-                ('!' | '~' | '?' | '+' | '-', _) => self.operator(),
+                ('<', Some('=' | '<')) => return true,
+                ('!' | '~' | '?' | '+' | '-' | ':' | '<', _) => self.operator(),
                 _ => {}
             },
             Mode::Quoted(quote) => {
@@ -199,6 +252,20 @@ impl Scanner {
                     self.open();
                     self.mode = Mode::Code;
                     return true;
+                }
+            }
+            Mode::Regex(class) => {
+                if self.escaped {
+                    self.escaped = false;
+                } else if c == '\\' {
+                    self.escaped = true;
+                } else if c == '[' {
+                    self.mode = Mode::Regex(true);
+                } else if c == ']' && class {
+                    self.mode = Mode::Regex(false);
+                } else if (c == '/' && !class) || c == '\n' {
+                    self.mode = Mode::Code;
+                    self.significant = ')';
                 }
             }
             Mode::LineComment => {
@@ -289,6 +356,36 @@ mod tests {
             "a == b && a != c && a <= d && a?.b ?? ".repeat(over)
         );
         assert!(too_deep(&comparisons).is_none());
+        // What the review found getting past the first version of this bound.
+        for bypass in [
+            format!(
+                "const r = /`/;\nreturn {}1{};",
+                "(".repeat(over),
+                ")".repeat(over)
+            ),
+            format!(
+                "const r = /'/;\nreturn {}1{};",
+                "[".repeat(over),
+                "]".repeat(over)
+            ),
+            format!("{}1;", "if (1) ".repeat(over)),
+            format!("if (x) {{}}{}", " else if (x) {}".repeat(over)),
+            format!(
+                "let a: {}number{};",
+                "Array<".repeat(over),
+                ">".repeat(over)
+            ),
+            format!("{}1;", "a: ".repeat(over)),
+        ] {
+            assert!(too_deep(&bypass).is_some(), "{}", &bypass[..40]);
+        }
+        // Regular expressions with brackets and quotes, and divisions, are read as such.
+        let regexes = "const a = /[(]'`\\//g.test(s) ? x / 2 / y : /\\(/;\nreturn (a);";
+        assert_eq!(
+            deepest(regexes).ok(),
+            Some(3),
+            "`=`, `?` and `:`; no bracket of a regex"
+        );
         let code = "const paid = [];\nfor await (const o of api.paginate(api.orders.list, { status: 'paid' })) paid.push(o);\nreturn paid.filter((o) => !o.refunded && o.amount > 0).map((o) => ({ id: o.id, cents: -o.amount }));";
         assert!(too_deep(code).is_none());
     }

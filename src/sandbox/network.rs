@@ -54,14 +54,20 @@ impl Network for Gateway {
         Box::pin(async move {
             let reply = session.send(request).await.map_err(|error| NetworkError {
                 kind: error.kind().to_owned(),
-                // Bounded: a refused URL of megabytes is not worth handing back in full.
-                message: crate::egress::cut(&error.to_string(), 1_000),
+                message: error.to_string(),
             });
             let withheld = Err(NetworkError {
                 kind: "internal".into(),
                 message: "the reply could not be checked for the provider secret".into(),
             });
-            session.scrubber().scrub_all(reply, withheld)
+            // Scrubbed first, then cut: a refused URL of megabytes is not worth handing back.
+            session
+                .scrubber()
+                .scrub_all(reply, withheld)
+                .map_err(|mut error| {
+                    error.message = crate::egress::cut(&error.message, 1_000);
+                    error
+                })
         })
     }
 
@@ -82,7 +88,11 @@ impl Network for Gateway {
         };
         match prepared {
             Ok(request) => self.send(request),
-            Err(error) => Box::pin(async move { Err(error) }),
+            Err(mut error) => {
+                let scrubbed = self.session.scrubber().scrub(&error.message).into_owned();
+                error.message = crate::egress::cut(&scrubbed, 2_000);
+                Box::pin(async move { Err(error) })
+            }
         }
     }
 }

@@ -226,7 +226,13 @@ fn place(request: &mut ScriptRequest, param: &Param, value: &Value) -> Result<()
     match param.location {
         Location::Path => {
             let segment = encode::segment(value);
-            if matches!(segment.as_str(), "" | "." | "..") {
+            // A provider that decodes `%2F` or `%5C` before routing would see the parts of a
+            // value as segments: none of them may be a dot segment either.
+            let raw = encode::scalar(value);
+            let dotted = raw
+                .split(['/', '\\'])
+                .any(|part| matches!(part, "." | ".."));
+            if matches!(segment.as_str(), "" | "." | "..") || dotted {
                 return Err(format!(
                     "path parameter `{key}` may not be {}: it would leave the operation's path",
                     if segment.is_empty() {

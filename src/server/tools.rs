@@ -168,9 +168,10 @@ pub fn execute_result(outcome: &Outcome, max_bytes: usize) -> CallToolResult {
     } else {
         CallToolResult::structured_error(value)
     };
+    let budget = max_bytes.saturating_sub(crate::sandbox::OUTPUT_ENVELOPE) / 2;
     result.content = vec![rmcp::model::ContentBlock::text(fit_text(
         text(outcome),
-        max_bytes / 2,
+        budget,
     ))];
     result
 }

@@ -170,16 +170,31 @@ fn arch() -> TargetArch {
     }
 }
 
+fn eq(arg: u8, value: u64) -> Result<SeccompCondition, HardenError> {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Qword, SeccompCmpOp::Eq, value)
+        .map_err(seccomp_error)
+}
+
+/// `arg & mask == value`.
+fn masked(arg: u8, mask: u64, value: u64) -> Result<SeccompCondition, HardenError> {
+    SeccompCondition::new(
+        arg,
+        SeccompCmpArgLen::Qword,
+        SeccompCmpOp::MaskedEq(mask),
+        value,
+    )
+    .map_err(seccomp_error)
+}
+
+fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, HardenError> {
+    SeccompRule::new(conditions).map_err(seccomp_error)
+}
+
 /// A rule that matches when argument `arg` equals one of `values`.
 fn arg_is(arg: u8, values: &[u64]) -> Result<Vec<SeccompRule>, HardenError> {
     values
         .iter()
-        .map(|&value| {
-            let condition =
-                SeccompCondition::new(arg, SeccompCmpArgLen::Qword, SeccompCmpOp::Eq, value)
-                    .map_err(seccomp_error)?;
-            SeccompRule::new(vec![condition]).map_err(seccomp_error)
-        })
+        .map(|&value| rule(vec![eq(arg, value)?]))
         .collect()
 }
 
@@ -190,9 +205,7 @@ fn allow_list() -> Result<BpfProgram, HardenError> {
     let anything = || Vec::new();
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = [
         // memory
-        libc::SYS_mmap,
         libc::SYS_munmap,
-        libc::SYS_mprotect,
         libc::SYS_mremap,
         libc::SYS_madvise,
         libc::SYS_brk,
@@ -207,7 +220,6 @@ fn allow_list() -> Result<BpfProgram, HardenError> {
         libc::SYS_sched_yield,
         libc::SYS_exit,
         libc::SYS_exit_group,
-        libc::SYS_tgkill,
         // signals (stack overflow guard pages, abort)
         libc::SYS_rt_sigaction,
         libc::SYS_rt_sigprocmask,
@@ -231,11 +243,8 @@ fn allow_list() -> Result<BpfProgram, HardenError> {
         libc::SYS_sendto,
         libc::SYS_sendmsg,
         libc::SYS_close,
-        libc::SYS_fcntl,
         libc::SYS_lseek,
         libc::SYS_fstat,
-        libc::SYS_newfstatat,
-        libc::SYS_statx,
         libc::SYS_epoll_create1,
         libc::SYS_epoll_ctl,
         libc::SYS_epoll_pwait,
@@ -252,16 +261,10 @@ fn allow_list() -> Result<BpfProgram, HardenError> {
         rules.insert(call, anything());
     }
     // Threads only: a `clone` without CLONE_THREAD would be a new process.
-    let thread = SeccompCondition::new(
-        0,
-        SeccompCmpArgLen::Qword,
-        SeccompCmpOp::MaskedEq(libc::CLONE_THREAD as u64),
-        libc::CLONE_THREAD as u64,
-    )
-    .map_err(seccomp_error)?;
+    let thread = libc::CLONE_THREAD as u64;
     rules.insert(
         libc::SYS_clone,
-        vec![SeccompRule::new(vec![thread]).map_err(seccomp_error)?],
+        vec![rule(vec![masked(0, thread, thread)?])?],
     );
     // Thread names, the C library's names for its mappings, and no_new_privs (set again
     // when a filter is installed); nothing else of prctl.
@@ -273,8 +276,41 @@ fn allow_list() -> Result<BpfProgram, HardenError> {
         PR_SET_VMA,
     ];
     rules.insert(libc::SYS_prctl, arg_is(0, &prctl)?);
-    // Reading a limit (the stack's, at thread start), never setting one.
-    rules.insert(libc::SYS_prlimit64, arg_is(2, &[0])?);
+    // Reading a limit of this process (the stack's, at thread start), never setting one.
+    rules.insert(libc::SYS_prlimit64, vec![rule(vec![eq(0, 0)?, eq(2, 0)?])?]);
+    // Signals only to this process's own threads (abort): not to the supervisor or others.
+    let me = u64::from(std::process::id());
+    rules.insert(libc::SYS_tgkill, vec![rule(vec![eq(0, me)?])?]);
+    // Memory that is never executable: the engine interprets, nothing is compiled at run time.
+    let no_exec = |arg| masked(arg, libc::PROT_EXEC as u64, 0);
+    rules.insert(libc::SYS_mmap, vec![rule(vec![no_exec(2)?])?]);
+    rules.insert(libc::SYS_mprotect, vec![rule(vec![no_exec(2)?])?]);
+    // Metadata of descriptors already open only, never of a path.
+    let empty_path = libc::AT_EMPTY_PATH as u64;
+    rules.insert(
+        libc::SYS_statx,
+        vec![rule(vec![masked(2, empty_path, empty_path)?])?],
+    );
+    rules.insert(
+        libc::SYS_newfstatat,
+        vec![rule(vec![masked(3, empty_path, empty_path)?])?],
+    );
+    // fcntl for descriptor flags and duplicates only: no F_SETOWN / F_SETSIG (signals to
+    // another process) and no O_ASYNC.
+    let mut fcntl: Vec<SeccompRule> = [
+        libc::F_GETFD,
+        libc::F_SETFD,
+        libc::F_GETFL,
+        libc::F_DUPFD_CLOEXEC,
+    ]
+    .into_iter()
+    .map(|cmd| rule(vec![eq(1, cmd as u64)?]))
+    .collect::<Result<_, _>>()?;
+    fcntl.push(rule(vec![
+        eq(1, libc::F_SETFL as u64)?,
+        masked(2, libc::O_ASYNC as u64, 0)?,
+    ])?);
+    rules.insert(libc::SYS_fcntl, fcntl);
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Errno(libc::EPERM as u32),
@@ -324,6 +360,33 @@ pub struct Probe {
     pub thread: String,
     /// Capabilities left in the effective set.
     pub capabilities: String,
+    /// Signalling the parent (the supervisor, in a pool) with signal 0.
+    pub signal_parent: String,
+    /// Asking for executable memory.
+    pub exec_memory: String,
+    /// Reading the metadata of a path (`/etc/passwd`).
+    pub stat_path: String,
+}
+
+/// Maps one executable page (which the allow-list refuses).
+fn exec_memory() -> std::io::Result<()> {
+    use rustix::mm::{MapFlags, ProtFlags};
+    #[allow(
+        unsafe_code,
+        reason = "mmap of a fresh anonymous page, unmapped at once; only the probe does this"
+    )]
+    // SAFETY: a new anonymous mapping at an address the kernel picks aliases nothing; it is
+    // unmapped before this function returns and never read or written.
+    unsafe {
+        let page = rustix::mm::mmap_anonymous(
+            std::ptr::null_mut(),
+            4096,
+            ProtFlags::READ | ProtFlags::EXEC,
+            MapFlags::PRIVATE,
+        )?;
+        rustix::mm::munmap(page, 4096)?;
+    }
+    Ok(())
 }
 
 /// Hardens this process, then tries what a hardened worker must not be able to do.
@@ -352,6 +415,13 @@ pub fn probe(limits: &ProcessLimits) -> Result<Probe, HardenError> {
                 .join()
                 .map_err(|_| std::io::Error::other("the thread panicked")),
         ),
+        signal_parent: outcome(
+            rustix::process::Pid::from_raw(parent as i32)
+                .ok_or_else(|| std::io::Error::other("no parent"))
+                .and_then(|p| Ok(rustix::process::test_kill_process(p)?)),
+        ),
+        exec_memory: outcome(exec_memory()),
+        stat_path: outcome(std::fs::metadata("/etc/passwd").map(drop)),
         capabilities: match rustix::thread::capabilities(None) {
             Ok(sets) if sets.effective.is_empty() => "none".to_owned(),
             Ok(sets) => format!("{:?}", sets.effective),

@@ -179,10 +179,16 @@ impl Inner {
     fn take_idle(self: &Arc<Self>) -> Option<WorkerProcess> {
         loop {
             let mut worker = lock(&self.idle).pop_front()?;
-            if worker.is_alive() {
+            if !worker.is_alive() {
+                tracing::warn!(pid = worker.pid(), "an idle worker died; replacing it");
+            } else if worker.spoke_while_idle() {
+                tracing::error!(
+                    pid = worker.pid(),
+                    "an idle worker wrote to its socket unasked; killing it"
+                );
+            } else {
                 return Some(worker);
             }
-            tracing::warn!(pid = worker.pid(), "an idle worker died; replacing it");
             self.retire(worker);
         }
     }

@@ -23,6 +23,27 @@ use crate::sandbox::{ExecLimits, Gateway, Network, NetworkError, Report};
 /// How long a new worker may take to say hello.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Lines of a worker's standard error passed on to the supervisor's, each cut to this size.
+const MAX_STDERR_LINE: usize = 2_000;
+/// Lines of one worker's standard error passed on; the rest are read and dropped.
+const MAX_STDERR_LINES: usize = 100;
+
+/// Passes a worker's standard error (panics, engine messages) on to the supervisor's,
+/// bounded. The worker never holds the supervisor's own stderr, which it could seek in,
+/// overwrite or read from.
+async fn forward_stderr(stderr: tokio::process::ChildStderr) {
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(stderr).split(b'\n');
+    let mut passed = 0;
+    while let Ok(Some(line)) = lines.next_segment().await {
+        if passed < MAX_STDERR_LINES {
+            passed += 1;
+            let line = String::from_utf8_lossy(&line);
+            eprintln!("{}", crate::egress::cut(&line, MAX_STDERR_LINE));
+        }
+    }
+}
+
 /// Why a run on a worker did not produce a report.
 #[derive(Debug)]
 pub enum RunFailure {
@@ -69,7 +90,7 @@ impl WorkerProcess {
             .current_dir(home.path())
             .stdin(Stdio::from(OwnedFd::from(theirs)))
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .kill_on_drop(true);
         if settings.runtime.test_crash_op {
             command.arg("--test-crash-op");
@@ -77,7 +98,10 @@ impl WorkerProcess {
         if let Some(path) = snapshot {
             command.arg("--snapshot").arg(path);
         }
-        let child = command.spawn()?;
+        let mut child = command.spawn()?;
+        if let Some(stderr) = child.stderr.take() {
+            tokio::spawn(forward_stderr(stderr));
+        }
         ours.set_nonblocking(true)?;
         let channel = Channel::new(tokio::net::UnixStream::from_std(ours)?);
         let mut worker = Self {
@@ -108,6 +132,14 @@ impl WorkerProcess {
     /// Whether the process is still running (an idle worker may have been killed).
     pub fn is_alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Whether the worker wrote anything while idle. An honest worker says nothing between
+    /// runs; one that does may be planting a frame for the next execution (a forged result, a
+    /// request under another caller's egress), so it must not be used again.
+    pub fn spoke_while_idle(&mut self) -> bool {
+        use futures_util::FutureExt;
+        self.channel.recv::<FromWorker>().now_or_never().is_some()
     }
 
     /// The process id, for RSS checks.

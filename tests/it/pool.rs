@@ -213,6 +213,9 @@ fn a_hardened_worker_can_do_nothing_but_compute() {
         "mkdir",
         "rename",
         "unlink",
+        "signal_parent",
+        "exec_memory",
+        "stat_path",
     ] {
         let result = probe[denied].as_str().unwrap();
         assert!(result.starts_with("refused"), "{denied}: {result}");
