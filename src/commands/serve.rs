@@ -101,7 +101,12 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
     file.session_key_header = args.session_key_header.or(file.session_key_header);
     file.limits.workers = args.workers.or(file.limits.workers);
     let pool_config = PoolConfig::for_this_binary(ExecLimits::default().memory_bytes)?;
-    let provider = file.build(pool_config, embedded, secret).await?;
+    let provider = match file.build(pool_config, embedded, secret).await {
+        Ok(provider) => provider,
+        // Stopped while starting (the demo provider stops with the server): not a failure.
+        Err(_) if shutdown.is_cancelled() => return Ok(ExitCode::SUCCESS),
+        Err(error) => return Err(error.into()),
+    };
     match args.http {
         None => tokio::select! {
             biased;

@@ -40,6 +40,9 @@ pub struct Client {
     policy: Arc<OriginPolicy>,
     scrubber: Scrubber,
     http: reqwest::Client,
+    /// Follows no redirect: a 307 or 308 would send a write again elsewhere, unlogged and
+    /// unchecked; the script gets the redirect and may follow it itself.
+    http_for_writes: reqwest::Client,
     pub runtime: tokio::runtime::Handle,
 }
 
@@ -68,9 +71,15 @@ impl Client {
         let redirect_policy = {
             let policy = policy.clone();
             redirect::Policy::custom(move |attempt| {
+                let hop_from = attempt.previous().last().map(|u| u.origin());
                 if attempt.previous().len() >= MAX_REDIRECTS {
                     attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
-                } else if policy.check(attempt.url()).is_err() {
+                } else if policy.check(attempt.url()).is_err()
+                    || hop_from.is_some_and(|from| from != attempt.url().origin())
+                {
+                    // Another origin, allowed or not, is never followed: a credential in a
+                    // header of its own would go with the request. The script may request it
+                    // itself, checked and logged like any other.
                     let location = attempt.url().origin().ascii_serialization();
                     attempt.error(RedirectRefusal { location })
                 } else {
@@ -78,13 +87,17 @@ impl Client {
                 }
             })
         };
-        let http = reqwest::Client::builder()
-            .redirect(redirect_policy)
-            .dns_resolver(Arc::new(GuardedResolver::new(policy.clone())))
-            .no_proxy()
-            .user_agent(concat!("sdkbox/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| EgressError::Setup(e.to_string()))?;
+        let build = |redirects: redirect::Policy| {
+            reqwest::Client::builder()
+                .redirect(redirects)
+                .dns_resolver(Arc::new(GuardedResolver::new(policy.clone())))
+                .no_proxy()
+                .user_agent(concat!("sdkbox/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .map_err(|e| EgressError::Setup(e.to_string()))
+        };
+        let http = build(redirect_policy)?;
+        let http_for_writes = build(redirect::Policy::none())?;
         let scrubber = config
             .credential
             .as_ref()
@@ -94,6 +107,7 @@ impl Client {
             policy,
             scrubber,
             http,
+            http_for_writes,
             runtime,
         })
     }
@@ -110,15 +124,21 @@ impl Client {
         &self.config.limits
     }
 
-    /// Sends one attempt and reads the body up to the size limit.
+    /// Sends one attempt and reads the body up to the size limit, counting every byte
+    /// against the execution's `received` total as it arrives.
     pub async fn send_once(
         &self,
         request: &CheckedRequest,
         timeout: Duration,
+        received: &std::sync::atomic::AtomicUsize,
     ) -> Result<RawResponse, EgressError> {
         let shown = request.url.to_string();
-        let mut builder = self
-            .http
+        let http = if crate::egress::is_write(request.method.as_str()) {
+            &self.http_for_writes
+        } else {
+            &self.http
+        };
+        let mut builder = http
             .request(request.method.clone(), request.url.clone())
             .headers(request.headers.clone())
             .timeout(timeout);
@@ -148,6 +168,11 @@ impl Client {
         {
             if body.len() + chunk.len() > limit {
                 return Err(too_large());
+            }
+            let total = self.config.limits.max_total_response_bytes;
+            let before = received.fetch_add(chunk.len(), std::sync::atomic::Ordering::SeqCst);
+            if before + chunk.len() > total {
+                return Err(EgressError::ResponseBudget { limit: total });
             }
             body.extend_from_slice(&chunk);
         }

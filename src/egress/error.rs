@@ -83,6 +83,14 @@ pub enum EgressError {
         /// The limit.
         limit: usize,
     },
+    /// The execution has received as many response bytes as it may, in all.
+    #[error(
+        "the execution has received {limit} bytes of responses, all it may; ask for less per call (smaller pages, fewer fields) or split the work"
+    )]
+    ResponseBudget {
+        /// The limit.
+        limit: usize,
+    },
     /// The request did not finish in time.
     #[error("request to {url} timed out after {millis} ms")]
     Timeout {
@@ -123,7 +131,8 @@ impl EgressError {
             | Self::RedirectRefused { .. } => "denied",
             Self::BudgetExhausted { .. }
             | Self::RequestTooLarge { .. }
-            | Self::ResponseTooLarge { .. } => "limit",
+            | Self::ResponseTooLarge { .. }
+            | Self::ResponseBudget { .. } => "limit",
             Self::Timeout { .. } => "timeout",
             Self::Cancelled { .. } => "cancelled",
             Self::Network { .. } | Self::Setup(_) => "network",

@@ -38,6 +38,9 @@ pub struct EgressLimits {
     pub max_requests: u32,
     /// Largest response body accepted, in bytes.
     pub max_response_bytes: usize,
+    /// Response bytes one execution may receive in all, concurrent requests included: what
+    /// bounds the supervisor's memory for one execution.
+    pub max_total_response_bytes: usize,
     /// Largest request body the script may send, in bytes.
     pub max_request_bytes: usize,
     /// Time one request may take, capped by the execution's own deadline.
@@ -49,6 +52,7 @@ impl Default for EgressLimits {
         Self {
             max_requests: 50,
             max_response_bytes: 10 * 1024 * 1024,
+            max_total_response_bytes: 64 * 1024 * 1024,
             max_request_bytes: 10 * 1024 * 1024,
             request_timeout: Duration::from_secs(20),
         }

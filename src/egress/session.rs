@@ -160,6 +160,8 @@ struct State {
     cancel: CancellationToken,
     /// Requests asked for: sent attempts (retries included) and refusals alike.
     sent: AtomicU32,
+    /// Response bytes received so far, all requests together.
+    received: std::sync::atomic::AtomicUsize,
     log: Mutex<CallLog>,
 }
 
@@ -171,6 +173,7 @@ impl EgressSession {
                 deadline,
                 cancel,
                 sent: AtomicU32::new(0),
+                received: std::sync::atomic::AtomicUsize::new(0),
                 log: Mutex::new(CallLog::default()),
             }),
         }
@@ -376,7 +379,7 @@ impl State {
         let left = self.deadline.saturating_duration_since(Instant::now());
         let timeout = self.client.limits().request_timeout.min(left);
         tokio::select! {
-            result = self.client.send_once(request, timeout) => result,
+            result = self.client.send_once(request, timeout, &self.received) => result,
             _ = self.cancel.cancelled() => Err(EgressError::Cancelled { url: shown.to_owned() }),
         }
     }
@@ -488,16 +491,18 @@ fn append_query(
     dropped: &mut Vec<String>,
 ) {
     let reserved = credential.and_then(Credential::query_name);
+    // The credential's own parameter, and `_method`, which frameworks read as the method.
+    let refused = |k: &str| reserved.is_some_and(|r| r == k) || k == "_method";
     let existing: Vec<(String, String)> = url.query_pairs().into_owned().collect();
-    if query.is_empty() && reserved.is_none_or(|r| existing.iter().all(|(k, _)| k != r)) {
+    if query.is_empty() && existing.iter().all(|(k, _)| !refused(k)) {
         return;
     }
     let keep = |(k, _): &&(String, String)| {
-        let reserved = reserved.is_some_and(|r| r == k);
-        if reserved {
+        let refused = refused(k);
+        if refused {
             dropped.push(format!("query:{k}"));
         }
-        !reserved
+        !refused
     };
     let pairs: Vec<(String, String)> = existing.iter().chain(query).filter(keep).cloned().collect();
     url.set_query(None);

@@ -199,12 +199,18 @@ async fn finding_9_method_override_headers_are_dropped() {
         Some(AuthScheme::Bearer),
         EgressLimits::default(),
     );
-    let code = "const r = await fetch('/v1/echo', { headers: { 'X-HTTP-Method-Override': 'DELETE', 'X-Method-Override': 'DELETE', 'X-HTTP-Method': 'DELETE' } });\nreturn (await r.json()).headers;";
+    let code = "const r = await fetch('/v1/echo?_method=DELETE&keep=1', { headers: { 'X-HTTP-Method-Override': 'DELETE', 'X-Method-Override': 'DELETE', 'X-HTTP-Method': 'DELETE', 'X-Original-URL': '/admin', 'Range': 'bytes=0-3' } });\nconst echoed = await r.json();\nreturn [echoed.headers, echoed.query];";
     let outcome = run(&sandbox, code, &ExecLimits::default()).await;
-    let headers = outcome.result.as_object().unwrap();
-    assert!(headers.keys().all(|k| !k.contains("method")), "{headers:?}");
+    let headers = outcome.result[0].as_object().unwrap();
+    assert!(
+        headers
+            .keys()
+            .all(|k| !k.contains("method") && k != "x-original-url" && k != "range"),
+        "{headers:?}"
+    );
+    assert_eq!(outcome.result[1], "keep=1");
     let dropped = &outcome.http[0].dropped_headers;
-    assert_eq!(dropped.len(), 3, "{dropped:?}");
+    assert_eq!(dropped.len(), 6, "{dropped:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -462,14 +468,15 @@ async fn finding_15_sigterm_cleans_up_and_stale_directories_are_removed() {
     for http in [true, false] {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"));
         command.env("TMPDIR", tmp.path()).args(["serve", "--demo"]);
-        let child = if http {
+        let (child, log) = if http {
             command.args(["--http", "127.0.0.1:0"]);
-            crate::support::listening(command).await.child
+            let server = crate::support::listening(command).await;
+            (server.child, Some(server.log))
         } else {
             let mut server = command
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
+                .stderr(std::process::Stdio::inherit())
                 .kill_on_drop(true)
                 .spawn()
                 .unwrap();
@@ -478,10 +485,11 @@ async fn finding_15_sigterm_cleans_up_and_stale_directories_are_removed() {
             while scratch_dirs(tmp.path()).len() < 4 && started.elapsed().as_secs() < 30 {
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }
-            let _stdin_stays_open = server.stdin.take();
-            server
+            (server, None)
         };
         let mut child = child;
+        // Held open: a client that closes stdin before `initialize` ends the server itself.
+        let _stdin = child.stdin.take();
         let made = scratch_dirs(tmp.path());
         assert!(
             made.iter().any(|n| n.starts_with("sdkbox-snapshot-")),
@@ -497,7 +505,11 @@ async fn finding_15_sigterm_cleans_up_and_stale_directories_are_removed() {
             .await
             .expect("the server did not stop on SIGTERM")
             .unwrap();
-        assert!(status.success(), "http: {http}: {status:?}");
+        let log = match log {
+            Some(log) => log.await.unwrap_or_default(),
+            None => String::new(),
+        };
+        assert!(status.success(), "http: {http}: {status:?}\n{log}");
         assert_eq!(
             scratch_dirs(tmp.path()),
             Vec::<String>::new(),
@@ -632,4 +644,37 @@ fn finding_10_the_supervisor_is_not_dumpable() {
         "{refused:?}"
     );
     assert!(!String::from_utf8_lossy(&refused.stdout).contains("sk_live_never_readable"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_are_bounded_per_execution_not_only_per_request() {
+    let provider = crate::provider::Provider::start().await;
+    let limits = EgressLimits {
+        max_total_response_bytes: 1 << 20,
+        ..EgressLimits::default()
+    };
+    let sandbox = crate::support::sandbox(&provider.base, Some(AuthScheme::Bearer), limits);
+    let code = "const all = await Promise.allSettled(Array.from({ length: 10 }, () =>\n\
+                  fetch('/v1/big?n=200000').then((r) => r.text()).then((t) => t.length)));\n\
+                return all.map((r) => r.status === 'fulfilled' ? r.value : r.reason.kind);";
+    let outcome = run(&sandbox, code, &ExecLimits::default()).await;
+    let results = outcome
+        .result
+        .as_array()
+        .unwrap_or_else(|| panic!("{outcome:?}"));
+    let received: u64 = results.iter().filter_map(Value::as_u64).sum();
+    let refused = results.iter().filter(|r| *r == "limit").count();
+    assert!(received <= 1 << 20, "{received}");
+    assert!(refused >= 5, "{results:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_is_never_redirected_out_of_sight() {
+    let provider = HostileProvider::start().await;
+    let sandbox = hostile_sandbox(&provider, PLAIN_SECRET);
+    let code = "const r = await fetch('/v1/redirect-write', { method: 'POST', body: '{}' });\n\
+                return [r.status, r.headers.get('location')];";
+    let outcome = run(&sandbox, code, &ExecLimits::default()).await;
+    assert_eq!(outcome.result, json!([307, "/v1/cancel"]), "{outcome:?}");
+    assert_eq!(outcome.http.len(), 1, "{:?}", outcome.http);
 }

@@ -78,6 +78,7 @@ impl HostileProvider {
             .route("/v1/retry-absurd", get(retry_absurd))
             .route("/v1/slow-write", post(slow_write))
             .route("/v1/cancel", post(|| async { "the whole API was reached" }))
+            .route("/v1/redirect-write", post(redirect_write))
             .with_state(seen.clone());
         Self {
             base: crate::support::serve_on_loopback(app).await,
@@ -239,6 +240,13 @@ async fn retry_absurd(State(seen): State<Arc<Seen>>) -> Response {
     let mut out = HeaderMap::new();
     out.insert(header::RETRY_AFTER, HeaderValue::from_static("1e308"));
     (StatusCode::SERVICE_UNAVAILABLE, out, "busy").into_response()
+}
+
+/// A write answered with a redirect that keeps the method and body (307).
+async fn redirect_write() -> Response {
+    let mut out = HeaderMap::new();
+    out.insert(header::LOCATION, HeaderValue::from_static("/v1/cancel"));
+    (StatusCode::TEMPORARY_REDIRECT, out).into_response()
 }
 
 async fn slow_write(State(seen): State<Arc<Seen>>) -> Response {
