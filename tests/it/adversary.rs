@@ -473,7 +473,7 @@ async fn finding_15_sigterm_cleans_up_and_stale_directories_are_removed() {
             let server = crate::support::listening(command).await;
             (server.child, Some(server.log))
         } else {
-            let mut server = command
+            let server = command
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::inherit())
