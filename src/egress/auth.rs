@@ -134,6 +134,12 @@ impl Credential {
         }
     }
 
+    /// Feeds the scheme and the secret to `hasher`, for a keyed identity of the credential.
+    pub fn hash_into(&self, hasher: &mut impl std::hash::Hasher) {
+        hasher.write(format!("{:?}", self.scheme).as_bytes());
+        hasher.write(self.secret.expose().as_bytes());
+    }
+
     /// The scrubber that keeps this secret out of what scripts and clients see.
     pub fn scrubber(&self) -> Scrubber {
         Scrubber::for_secret(self.secret.expose())

@@ -43,6 +43,8 @@ pub struct Client {
     /// Follows no redirect: a 307 or 308 would send a write again elsewhere, unlogged and
     /// unchecked; the script gets the redirect and may follow it itself.
     http_for_writes: reqwest::Client,
+    /// See [`super::Egress::identity`].
+    identity: u64,
     pub runtime: tokio::runtime::Handle,
 }
 
@@ -59,6 +61,19 @@ impl std::fmt::Display for RedirectRefusal {
 }
 
 impl std::error::Error for RedirectRefusal {}
+
+/// A keyed hash of the base URL and the credential; the key is random per process.
+fn identity_of(config: &EgressConfig) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static KEY: std::sync::OnceLock<std::collections::hash_map::RandomState> =
+        std::sync::OnceLock::new();
+    let mut hasher = KEY.get_or_init(Default::default).build_hasher();
+    hasher.write(config.base_url.as_str().as_bytes());
+    if let Some(credential) = &config.credential {
+        credential.hash_into(&mut hasher);
+    }
+    hasher.finish()
+}
 
 impl Client {
     pub fn new(config: EgressConfig) -> Result<Self, EgressError> {
@@ -102,14 +117,20 @@ impl Client {
             .credential
             .as_ref()
             .map_or_else(Scrubber::default, Credential::scrubber);
+        let identity = identity_of(&config);
         Ok(Self {
             config,
             policy,
             scrubber,
+            identity,
             http,
             http_for_writes,
             runtime,
         })
+    }
+
+    pub fn identity(&self) -> u64 {
+        self.identity
     }
 
     pub fn policy(&self) -> &OriginPolicy {

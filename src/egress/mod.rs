@@ -107,4 +107,11 @@ impl Egress {
     pub fn policy(&self) -> &OriginPolicy {
         self.inner.policy()
     }
+
+    /// Who this egress acts as: equal for egress with the same base URL and credential,
+    /// different otherwise. A number, not the secret (a keyed hash, with a key of this
+    /// process's own), so the pool can keep one caller's worker from serving another.
+    pub fn identity(&self) -> u64 {
+        self.inner.identity()
+    }
 }

@@ -153,7 +153,14 @@ impl Pool {
             cancel,
             |gateway, cancel, deadline| async move {
                 self.inner
-                    .run(code, limits, &gateway, &cancel, deadline)
+                    .run(
+                        code,
+                        limits,
+                        &gateway,
+                        &cancel,
+                        deadline,
+                        target.egress.identity(),
+                    )
                     .await
             },
         )
@@ -175,12 +182,18 @@ impl Inner {
         lock(&self.idle).push_back(worker);
     }
 
-    /// An idle worker that is still alive; dead ones are dropped and replaced.
-    fn take_idle(self: &Arc<Self>) -> Option<WorkerProcess> {
+    /// An idle worker that is still alive, has said nothing unasked, and has served no other
+    /// caller than `identity`; others are dropped and replaced.
+    fn take_idle(self: &Arc<Self>, identity: u64) -> Option<WorkerProcess> {
         loop {
             let mut worker = lock(&self.idle).pop_front()?;
             if !worker.is_alive() {
                 tracing::warn!(pid = worker.pid(), "an idle worker died; replacing it");
+            } else if worker.served.is_some_and(|served| served != identity) {
+                tracing::debug!(
+                    pid = worker.pid(),
+                    "an idle worker served another caller; replacing it"
+                );
             } else if worker.spoke_while_idle() {
                 tracing::error!(
                     pid = worker.pid(),
@@ -200,6 +213,7 @@ impl Inner {
         gateway: &Arc<Gateway>,
         cancel: &CancellationToken,
         deadline: Instant,
+        identity: u64,
     ) -> Report {
         let Ok(_admitted) = self.admission.try_acquire() else {
             return Report::failed(ExecError::new(
@@ -226,7 +240,7 @@ impl Inner {
         let grace = self.config.kill_grace;
         // A worker that died while idle ran none of the code: the call goes to another one.
         for _ in 0..3 {
-            let mut worker = match self.take_idle() {
+            let mut worker = match self.take_idle(identity) {
                 Some(worker) => worker,
                 None => match self.start_worker().await {
                     Ok(worker) => worker,
@@ -244,6 +258,7 @@ impl Inner {
             {
                 Ok(report) => {
                     worker.runs += 1;
+                    worker.served = Some(identity);
                     self.release(worker);
                     return report;
                 }

@@ -63,6 +63,9 @@ pub struct WorkerProcess {
     pid: Option<u32>,
     /// Executions it has completed.
     pub runs: u32,
+    /// The egress identity of the executions it ran (see `Egress::identity`): a worker
+    /// serves one caller, so one that was taken over cannot act for another.
+    pub served: Option<u64>,
     _home: tempfile::TempDir,
 }
 
@@ -109,6 +112,7 @@ impl WorkerProcess {
             child,
             channel,
             runs: 0,
+            served: None,
             _home: home,
         };
         let hello = tokio::time::timeout(START_TIMEOUT, worker.channel.recv::<FromWorker>()).await;

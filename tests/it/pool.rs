@@ -328,3 +328,48 @@ async fn runtimes_restored_from_the_snapshot_are_sealed_and_fresh() {
         );
     }
 }
+
+/// A worker that ran code for one caller (one provider key) never runs code for another:
+/// if the engine were escaped, the worker could otherwise act with the next caller's key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_serves_one_caller_only() {
+    let mut config = config(1);
+    config.spare = false;
+    let fixture = offline_pool(config).await;
+    let other = Target {
+        egress: Egress::new(EgressConfig {
+            base_url: Url::parse("http://127.0.0.1:9/").unwrap(),
+            extra_origins: Vec::new(),
+            credential: Some(Credential {
+                scheme: AuthScheme::Bearer,
+                secret: Secret::new("sk_test_another_callers_key".to_owned()),
+            }),
+            limits: EgressLimits::default(),
+        })
+        .unwrap(),
+        sdk: None,
+    };
+    let limits = ExecLimits::default();
+    let ran = |outcome: Outcome| assert!(outcome.ok, "{outcome:?}");
+    ran(fixture
+        .execute("return 1", &limits, CancellationToken::new())
+        .await);
+    let first = fixture.worker_pids();
+    ran(fixture
+        .execute("return 2", &limits, CancellationToken::new())
+        .await);
+    assert_eq!(
+        fixture.worker_pids(),
+        first,
+        "the same caller keeps its worker"
+    );
+    ran(fixture
+        .pool
+        .execute(&other, "return 3", &limits, CancellationToken::new())
+        .await);
+    let second = fixture.worker_pids();
+    assert!(
+        second.iter().all(|pid| !first.contains(pid)),
+        "{first:?} then {second:?}"
+    );
+}
