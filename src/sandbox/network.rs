@@ -12,6 +12,9 @@ use std::sync::Arc;
 use crate::egress::{EgressSession, ScriptRequest, ScriptResponse};
 use crate::sdk::{Sdk, SdkCall};
 
+/// Bodies larger than this are scrubbed on a blocking thread.
+const LARGE_REPLY: usize = 64 * 1024;
+
 /// A request's refusal or failure as the script sees it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NetworkError {
@@ -60,14 +63,28 @@ impl Network for Gateway {
                 kind: "internal".into(),
                 message: "the reply could not be checked for the provider secret".into(),
             });
+            // Scrubbing a large body takes time: off the async threads, which serve every
+            // other session too.
+            let scrubber = session.scrubber().clone();
+            let large = reply.as_ref().is_ok_and(|r| r.body.len() > LARGE_REPLY);
+            let scrubbed = if large {
+                let unchecked = || {
+                    Err(NetworkError {
+                        kind: "internal".into(),
+                        message: "the reply could not be checked for the provider secret".into(),
+                    })
+                };
+                tokio::task::spawn_blocking(move || scrubber.scrub_all(reply, withheld))
+                    .await
+                    .unwrap_or_else(|_| unchecked())
+            } else {
+                scrubber.scrub_all(reply, withheld)
+            };
             // Scrubbed first, then cut: a refused URL of megabytes is not worth handing back.
-            session
-                .scrubber()
-                .scrub_all(reply, withheld)
-                .map_err(|mut error| {
-                    error.message = crate::egress::cut(&error.message, 1_000);
-                    error
-                })
+            scrubbed.map_err(|mut error| {
+                error.message = crate::egress::cut(&error.message, 1_000);
+                error
+            })
         })
     }
 
