@@ -147,7 +147,7 @@ async fn finding_8_a_request_in_flight_when_the_script_returns_is_logged() {
     let provider = HostileProvider::start().await;
     let sandbox = hostile_sandbox(&provider, PLAIN_SECRET);
     let code = "fetch('/v1/slow-write', { method: 'POST', body: '{}' });\n\
-                await new Promise((r) => setTimeout(r, 300));\nreturn 'done';";
+                await new Promise((r) => setTimeout(r, 1000));\nreturn 'done';";
     let outcome = run(&sandbox, code, &ExecLimits::default()).await;
     assert_eq!(outcome.result, json!("done"), "{outcome:?}");
     assert_eq!(provider.seen.slow_writes.load(Ordering::SeqCst), 1);
