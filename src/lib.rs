@@ -13,3 +13,6 @@ pub mod search;
 pub mod server;
 pub mod spec;
 pub mod worker;
+
+#[cfg(test)]
+mod testing;

@@ -37,7 +37,7 @@ impl fmt::Display for Secret {
 }
 
 /// How the provider expects its credential.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum AuthScheme {
     /// `Authorization: Bearer <secret>`.
     Bearer,
@@ -136,7 +136,7 @@ impl Credential {
 
     /// Feeds the scheme and the secret to `hasher`, for a keyed identity of the credential.
     pub fn hash_into(&self, hasher: &mut impl std::hash::Hasher) {
-        hasher.write(format!("{:?}", self.scheme).as_bytes());
+        std::hash::Hash::hash(&self.scheme, hasher);
         hasher.write(self.secret.expose().as_bytes());
     }
 

@@ -580,23 +580,6 @@ mod tests {
         ));
     }
 
-    fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
-        use proptest::prelude::*;
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::from),
-            any::<i64>().prop_map(Value::from),
-            "\\PC{0,40}".prop_map(Value::from),
-        ];
-        leaf.prop_recursive(4, 40, 6, |inner| {
-            prop_oneof![
-                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
-                proptest::collection::btree_map("\\PC{0,12}", inner, 0..6)
-                    .prop_map(|m| Value::Object(m.into_iter().collect())),
-            ]
-        })
-    }
-
     /// Puts `needle` into the value somewhere: into a string leaf, or a key, or alone.
     fn plant(value: &mut Value, needle: &str, choice: usize) -> bool {
         match value {
@@ -638,7 +621,7 @@ mod tests {
 
         #[test]
         fn any_value_carrying_an_encoded_secret_comes_out_clean(
-            mut value in json_value(),
+            mut value in crate::testing::json_value(6),
             form in 0usize..64,
             choice in 0usize..1000,
         ) {

@@ -141,10 +141,11 @@ pub fn cut(text: &str, max: usize) -> String {
     }
 }
 
-/// The log of one execution: at most [`MAX_LOGGED_CALLS`] records, the rest counted.
+/// The log of one execution: at most [`MAX_LOGGED_CALLS`] records, the rest counted. A
+/// record with neither a status nor an error has not finished.
 #[derive(Default)]
 struct CallLog {
-    records: Vec<(CallRecord, bool)>,
+    records: Vec<CallRecord>,
     dropped: usize,
 }
 
@@ -194,7 +195,7 @@ impl EgressSession {
                     Err(exhausted) => exhausted,
                 };
                 let record = CallRecord::new(&method, &url, operation, Vec::new());
-                self.state.begin(record.failed(&error), true);
+                self.state.begin(record.failed(&error));
                 return Err(error);
             }
         };
@@ -219,9 +220,9 @@ impl EgressSession {
         let records = log
             .records
             .iter()
-            .map(|(record, finished)| {
+            .map(|record| {
                 let mut record = record.clone();
-                if !finished && record.status.is_none() && record.error.is_none() {
+                if record.status.is_none() && record.error.is_none() {
                     record.error = Some(UNFINISHED.to_owned());
                 }
                 record
@@ -287,9 +288,9 @@ impl EgressSession {
 }
 
 impl State {
-    /// Logs a request as it leaves (`finished` for a refusal, which is complete at once);
+    /// Logs a request as it leaves (a refusal, with its error, is complete at once);
     /// returns its place, or `None` past the log's bound.
-    fn begin(&self, record: CallRecord, finished: bool) -> Option<usize> {
+    fn begin(&self, record: CallRecord) -> Option<usize> {
         let mut log = lock(&self.log);
         // Writes are always listed (the request budget bounds them); reads past the bound are
         // counted.
@@ -297,16 +298,15 @@ impl State {
             log.dropped += 1;
             return None;
         }
-        log.records.push((record, finished));
+        log.records.push(record);
         Some(log.records.len() - 1)
     }
 
-    /// Completes the record at `place` with how its request ended.
+    /// Completes the record at `place` with how its request ended: a status or an error.
     fn complete(&self, place: Option<usize>, complete: impl FnOnce(&mut CallRecord)) {
         let mut log = lock(&self.log);
-        if let Some((record, finished)) = place.and_then(|i| log.records.get_mut(i)) {
+        if let Some(record) = place.and_then(|i| log.records.get_mut(i)) {
             complete(record);
-            *finished = true;
         }
     }
 
@@ -338,11 +338,11 @@ impl State {
             );
             let result = match self.take_budget(limits.max_requests) {
                 Err(exhausted) => {
-                    self.begin(record.failed(&exhausted), true);
+                    self.begin(record.failed(&exhausted));
                     Err(exhausted)
                 }
                 Ok(()) => {
-                    let place = self.begin(record, false);
+                    let place = self.begin(record);
                     let result = self.attempt(&request, &shown).await;
                     self.complete(place, |record| {
                         record.duration_ms = started.elapsed().as_millis() as u64;

@@ -156,8 +156,8 @@ impl InProcessSandbox {
 }
 
 /// One execution from the side that holds egress: refuses code over [`MAX_CODE_BYTES`],
-/// opens its session and gateway with the deadline, lets `run` produce the report (in this process or a worker), then finishes the
-/// outcome (parse, cut, scrub) with the call log.
+/// opens its session and gateway with the deadline, lets `run` produce the report (in this
+/// process or a worker), then finishes the outcome (parse, scrub, bound) with the call log.
 pub async fn execute_with<F, Fut>(
     code_len: usize,
     egress: &Egress,

@@ -15,6 +15,30 @@ use crate::sdk::{Sdk, SdkCall};
 /// Bodies larger than this are scrubbed on a blocking thread.
 const LARGE_REPLY: usize = 64 * 1024;
 
+/// Characters of an error message handed to the script (a refused URL of megabytes is not
+/// worth handing back whole).
+const MAX_ERROR_MESSAGE: usize = 1_000;
+
+/// A reply as it enters the isolate, the one way every reply does: scrubbed whole first,
+/// then an error's message cut.
+fn into_isolate(
+    scrubber: &crate::egress::Scrubber,
+    reply: Result<ScriptResponse, NetworkError>,
+) -> Result<ScriptResponse, NetworkError> {
+    scrubber.scrub_all(reply, unchecked()).map_err(|mut error| {
+        error.message = crate::egress::cut(&error.message, MAX_ERROR_MESSAGE);
+        error
+    })
+}
+
+/// What the script gets when a reply could not be checked for the secret.
+fn unchecked() -> Result<ScriptResponse, NetworkError> {
+    Err(NetworkError {
+        kind: "internal".into(),
+        message: "the reply could not be checked for the provider secret".into(),
+    })
+}
+
 /// A request's refusal or failure as the script sees it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NetworkError {
@@ -59,32 +83,16 @@ impl Network for Gateway {
                 kind: error.kind().to_owned(),
                 message: error.to_string(),
             });
-            let withheld = Err(NetworkError {
-                kind: "internal".into(),
-                message: "the reply could not be checked for the provider secret".into(),
-            });
             // Scrubbing a large body takes time: off the async threads, which serve every
             // other session too.
             let scrubber = session.scrubber().clone();
-            let large = reply.as_ref().is_ok_and(|r| r.body.len() > LARGE_REPLY);
-            let scrubbed = if large {
-                let unchecked = || {
-                    Err(NetworkError {
-                        kind: "internal".into(),
-                        message: "the reply could not be checked for the provider secret".into(),
-                    })
-                };
-                tokio::task::spawn_blocking(move || scrubber.scrub_all(reply, withheld))
+            if reply.as_ref().is_ok_and(|r| r.body.len() > LARGE_REPLY) {
+                tokio::task::spawn_blocking(move || into_isolate(&scrubber, reply))
                     .await
                     .unwrap_or_else(|_| unchecked())
             } else {
-                scrubber.scrub_all(reply, withheld)
-            };
-            // Scrubbed first, then cut: a refused URL of megabytes is not worth handing back.
-            scrubbed.map_err(|mut error| {
-                error.message = crate::egress::cut(&error.message, 1_000);
-                error
-            })
+                into_isolate(&scrubber, reply)
+            }
         })
     }
 
@@ -105,10 +113,9 @@ impl Network for Gateway {
         };
         match prepared {
             Ok(request) => self.send(request),
-            Err(mut error) => {
-                let scrubbed = self.session.scrubber().scrub(&error.message).into_owned();
-                error.message = crate::egress::cut(&scrubbed, 2_000);
-                Box::pin(async move { Err(error) })
+            Err(error) => {
+                let reply = into_isolate(self.session.scrubber(), Err(error));
+                Box::pin(async move { reply })
             }
         }
     }

@@ -128,29 +128,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
-        use proptest::prelude::*;
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::from),
-            any::<f64>()
-                .prop_filter("finite", |f| f.is_finite())
-                .prop_map(Value::from),
-            "\\PC{0,200}".prop_map(Value::from),
-            "[\u{0}-\u{1f}\"\\\\]{0,200}".prop_map(Value::from),
-        ];
-        leaf.prop_recursive(5, 200, 12, |inner| {
-            prop_oneof![
-                proptest::collection::vec(inner.clone(), 0..12).prop_map(Value::from),
-                proptest::collection::btree_map("\\PC{0,30}", inner, 0..12)
-                    .prop_map(|m| Value::Object(m.into_iter().collect())),
-            ]
-        })
-    }
-
     proptest::proptest! {
         #[test]
-        fn any_value_fits_any_budget_and_stays_json(value in json_value(), budget in 128usize..6_000) {
+        fn any_value_fits_any_budget_and_stays_json(value in crate::testing::json_value(12), budget in 128usize..6_000) {
             let cut = fit(&value, budget);
             let text = serde_json::to_string(&cut).unwrap_or_default();
             proptest::prop_assert!(text.len() <= budget, "{} > {budget}", text.len());

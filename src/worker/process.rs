@@ -31,15 +31,29 @@ const MAX_STDERR_LINES: usize = 100;
 /// Passes a worker's standard error (panics, engine messages) on to the supervisor's,
 /// bounded. The worker never holds the supervisor's own stderr, which it could seek in,
 /// overwrite or read from.
-async fn forward_stderr(stderr: tokio::process::ChildStderr) {
-    use tokio::io::AsyncBufReadExt;
-    let mut lines = tokio::io::BufReader::new(stderr).split(b'\n');
+async fn forward_stderr(mut stderr: tokio::process::ChildStderr) {
+    use tokio::io::AsyncReadExt;
+    // Read in fixed chunks, never a whole line: a line with no end must not grow the
+    // supervisor's memory. Past MAX_STDERR_LINE bytes, the rest of a line is dropped.
+    let mut chunk = [0u8; 8192];
+    let mut line = Vec::with_capacity(MAX_STDERR_LINE);
     let mut passed = 0;
-    while let Ok(Some(line)) = lines.next_segment().await {
-        if passed < MAX_STDERR_LINES {
-            passed += 1;
-            let line = String::from_utf8_lossy(&line);
-            eprintln!("{}", crate::egress::cut(&line, MAX_STDERR_LINE));
+    while let Ok(read) = stderr.read(&mut chunk).await {
+        if read == 0 {
+            break;
+        }
+        for &byte in &chunk[..read] {
+            if byte != b'\n' {
+                if line.len() < MAX_STDERR_LINE {
+                    line.push(byte);
+                }
+                continue;
+            }
+            if passed < MAX_STDERR_LINES {
+                passed += 1;
+                eprintln!("{}", String::from_utf8_lossy(&line));
+            }
+            line.clear();
         }
     }
 }

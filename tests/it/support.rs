@@ -224,3 +224,16 @@ pub async fn serve_on_loopback(app: axum::Router) -> Url {
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     Url::parse(&format!("http://127.0.0.1:{port}/v1")).unwrap()
 }
+
+/// Whether a test's requirement is met; when it is not, the test is skipped with `reason`
+/// printed, except in CI, which has everything and where a skip would hide a gap.
+pub fn requirement_met(met: bool, reason: &str) -> bool {
+    if !met {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run this test: {reason}"
+        );
+        eprintln!("skipped: {reason}");
+    }
+    met
+}
