@@ -34,27 +34,44 @@ const MAX_STDERR_LINES: usize = 100;
 async fn forward_stderr(mut stderr: tokio::process::ChildStderr) {
     use tokio::io::AsyncReadExt;
     // Read in fixed chunks, never a whole line: a line with no end must not grow the
-    // supervisor's memory. Past MAX_STDERR_LINE bytes, the rest of a line is dropped.
+    // supervisor's memory.
     let mut chunk = [0u8; 8192];
-    let mut line = Vec::with_capacity(MAX_STDERR_LINE);
-    let mut passed = 0;
-    while let Ok(read) = stderr.read(&mut chunk).await {
-        if read == 0 {
-            break;
+    let mut lines = StderrLines::default();
+    while let Ok(read) = stderr.read(&mut chunk).await
+        && read > 0
+    {
+        for line in lines.feed(&chunk[..read]) {
+            eprintln!("{line}");
         }
-        for &byte in &chunk[..read] {
+    }
+}
+
+/// Splits a worker's standard error into the lines to pass on: at most
+/// [`MAX_STDERR_LINES`], each at most [`MAX_STDERR_LINE`] bytes (the rest of a longer line is
+/// dropped), whatever the worker writes.
+#[derive(Default)]
+struct StderrLines {
+    line: Vec<u8>,
+    passed: usize,
+}
+
+impl StderrLines {
+    fn feed(&mut self, bytes: &[u8]) -> Vec<String> {
+        let mut out = Vec::new();
+        for &byte in bytes {
             if byte != b'\n' {
-                if line.len() < MAX_STDERR_LINE {
-                    line.push(byte);
+                if self.line.len() < MAX_STDERR_LINE {
+                    self.line.push(byte);
                 }
                 continue;
             }
-            if passed < MAX_STDERR_LINES {
-                passed += 1;
-                eprintln!("{}", String::from_utf8_lossy(&line));
+            if self.passed < MAX_STDERR_LINES {
+                self.passed += 1;
+                out.push(String::from_utf8_lossy(&self.line).into_owned());
             }
-            line.clear();
+            self.line.clear();
         }
+        out
     }
 }
 
@@ -259,5 +276,26 @@ impl WorkerProcess {
                 "unresponsive, killed".to_owned()
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_workers_stderr_is_bounded_in_lines_and_length() {
+        let mut lines = StderrLines::default();
+        assert!(
+            lines.feed(&vec![b'x'; 10 << 20]).is_empty(),
+            "no line until it ends"
+        );
+        assert!(lines.line.len() <= MAX_STDERR_LINE);
+        let first = lines.feed(b"\nsecond\n");
+        assert_eq!(first.len(), 2);
+        assert_eq!(first[0].len(), MAX_STDERR_LINE);
+        assert_eq!(first[1], "second");
+        let many = lines.feed(&b"line\n".repeat(1_000));
+        assert_eq!(many.len(), MAX_STDERR_LINES - 2);
     }
 }
