@@ -21,6 +21,8 @@ use url::Url;
 
 const TRIVIAL: &str = "return 1 + 1;";
 const ONE_CALL: &str = "const c = await api.request('GET', '/item');\nreturn c.id;";
+const ONE_WRITE: &str =
+    "const c = await api.request('POST', '/item', { body: { n: 1 } });\nreturn c.id;";
 const RUNS: usize = 300;
 
 fn main() {
@@ -60,8 +62,10 @@ fn egress(base: &Url) -> Egress {
 }
 
 fn target(base: &Url) -> Target {
+    let egress = egress(base);
     Target {
-        egress: egress(base),
+        gate: std::sync::Arc::new(sdkbox::approval::Gate::open(egress.base_url().clone())),
+        egress,
         sdk: None,
     }
 }
@@ -86,6 +90,7 @@ async fn bench() {
         "4 workers",
     )
     .await;
+    write_cost(&pool, &base).await;
     recycling(&base).await;
     let workers: Vec<u64> = pool
         .worker_pids()
@@ -183,6 +188,55 @@ async fn throughput(executor: &Executor, concurrency: usize, note: &str) {
     );
 }
 
+/// What the approval rules add to a write they allow: a read, a write allowed by the
+/// `writes` rule, and the same with the audit file (one synced line per write).
+async fn write_cost(pool: &Pool, base: &Url) {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = sdkbox::approval::AuditLog::open(&dir.path().join("audit.jsonl")).unwrap();
+    let overrides = sdkbox::approval::PolicyOverrides {
+        read_only: false,
+        writes: Some(sdkbox::approval::Rule::Allow),
+    };
+    let approvals = |audit| sdkbox::approval::Approvals {
+        rules: std::sync::Arc::new(sdkbox::approval::Rules::without_spec(
+            base.clone(),
+            overrides,
+        )),
+        grants: sdkbox::approval::Grants::default(),
+        timeout: Duration::from_secs(120),
+        audit,
+    };
+    let audited = std::sync::Arc::new(audit);
+    for (name, code, audit) in [
+        ("one loopback read", ONE_CALL, None),
+        ("one loopback write, allowed by the rules", ONE_WRITE, None),
+        (
+            "one loopback write, allowed, with --audit-log",
+            ONE_WRITE,
+            Some(audited),
+        ),
+    ] {
+        let mut totals = Vec::new();
+        for _ in 0..RUNS {
+            let mut target = target(base);
+            let digest = sdkbox::approval::code_digest(0, code);
+            let gate = sdkbox::approval::Gate::new(approvals(audit.clone()), None, digest, false);
+            target.gate = std::sync::Arc::new(gate);
+            let started = Instant::now();
+            let outcome = Executor::Pool(pool.clone(), target).execute(code).await;
+            assert!(outcome.ok, "{outcome:?}");
+            totals.push(started.elapsed());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        totals.sort();
+        println!(
+            "| {name}: p50 / p95 | {:.2} ms / {:.2} ms |",
+            ms(totals[RUNS / 2]),
+            ms(totals[RUNS * 95 / 100])
+        );
+    }
+}
+
 /// What recycling costs: starting one worker, and latency with a recycle every 10 runs.
 async fn recycling(base: &Url) {
     let mut starts = Vec::new();
@@ -260,7 +314,8 @@ fn field_kib(status: &str, field: &str) -> Option<u64> {
 async fn start_provider() -> Url {
     let app = Router::new().route(
         "/v1/item",
-        get(|| async { axum::Json(serde_json::json!({"id": "item_1", "name": "bench"})) }),
+        get(|| async { axum::Json(serde_json::json!({"id": "item_1", "name": "bench"})) })
+            .post(|| async { axum::Json(serde_json::json!({"id": "item_2", "name": "new"})) }),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();

@@ -10,6 +10,10 @@ use serde::Deserialize;
 use thiserror::Error;
 use url::Url;
 
+use crate::approval::page::ApprovalPage;
+use crate::approval::{
+    Approvals, AuditLog, DEFAULT_APPROVAL_TIMEOUT, Grants, PolicyFile, PolicyOverrides, Rule, Rules,
+};
 use crate::egress::{AuthScheme, Credential, Egress, EgressConfig, EgressLimits, Secret};
 use crate::sandbox::ExecLimits;
 use crate::sdk::Sdk;
@@ -47,6 +51,56 @@ pub struct ProviderFile {
     /// the built-in search vocabulary: `chargeback = "dispute"`, `"sign up" = "create"`.
     #[serde(default)]
     pub synonyms: BTreeMap<String, String>,
+    /// The approval rules: `writes = "approve"`, and `[policy.operations]` by SDK name or glob.
+    #[serde(default)]
+    pub policy: PolicyFile,
+    /// The command line's approval settings, put over `policy` (not read from the file).
+    #[serde(skip)]
+    pub approval: ApprovalArgs,
+}
+
+/// How approvals work, from the command line.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ApprovalArgs {
+    /// Deny every write (POST, PUT, PATCH, DELETE), whatever the policy says.
+    #[arg(long)]
+    pub read_only: bool,
+    /// The rule for writes no other rule names: allow, approve or deny (default: the provider
+    /// file's `[policy] writes`, else approve).
+    #[arg(long, value_parser = parse_rule)]
+    pub writes: Option<Rule>,
+    /// Seconds a human has to decide about a request before it is refused.
+    #[arg(long, default_value_t = 120)]
+    pub approval_timeout_s: u64,
+    /// Append every decision about a write to this file, as JSON lines (synced).
+    #[arg(long)]
+    pub audit_log: Option<PathBuf>,
+    /// Where the loopback approval page listens (for clients without elicitation), or `off`.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub approval_page: String,
+    /// Environment variable holding the key that seals 2026-07-28 approval request states
+    /// (at least 32 bytes); set the same on every replica behind one load balancer. Default:
+    /// a random key of this process.
+    #[arg(long)]
+    pub approval_key_env: Option<String>,
+}
+
+impl Default for ApprovalArgs {
+    /// The command line's defaults.
+    fn default() -> Self {
+        Self {
+            read_only: false,
+            writes: None,
+            approval_timeout_s: DEFAULT_APPROVAL_TIMEOUT.as_secs(),
+            audit_log: None,
+            approval_page: "127.0.0.1:0".to_owned(),
+            approval_key_env: None,
+        }
+    }
+}
+
+fn parse_rule(text: &str) -> Result<Rule, String> {
+    text.parse()
 }
 
 /// Limits as written in a provider file.
@@ -222,7 +276,52 @@ impl ProviderFile {
             })?,
             (None, None) => Vec::new(),
         };
+        let overrides = PolicyOverrides {
+            read_only: self.approval.read_only,
+            writes: self.approval.writes,
+        };
+        let rules = match &api {
+            Some(api) => Rules::build(
+                Some(api.clone()),
+                egress_config.base_url.clone(),
+                &self.policy,
+                overrides,
+            )
+            .map_err(ConfigError::Invalid)?,
+            None => Rules::without_spec(egress_config.base_url.clone(), overrides),
+        };
+        let audit = match &self.approval.audit_log {
+            Some(path) => Some(Arc::new(AuditLog::open(path).map_err(|e| {
+                ConfigError::Invalid(format!("cannot open the audit log {}: {e}", path.display()))
+            })?)),
+            None => None,
+        };
+        let timeout = Duration::from_secs(self.approval.approval_timeout_s.max(1));
+        let approvals = Approvals {
+            rules: Arc::new(rules),
+            grants: Grants::default(),
+            timeout,
+            audit,
+        };
+        let approval_key = match &self.approval.approval_key_env {
+            Some(name) => Some(
+                std::env::var(name)
+                    .ok()
+                    .filter(|key| key.len() >= 32)
+                    .ok_or_else(|| {
+                        ConfigError::Invalid(format!(
+                            "the environment variable {name} must hold a key of at least 32 \
+                             bytes (--approval-key-env)"
+                        ))
+                    })?
+                    .into_bytes(),
+            ),
+            None => None,
+        };
         Ok(Loaded {
+            approvals,
+            approval_key,
+            approval_page: self.approval.approval_page.clone(),
             name: self.name,
             api,
             egress_config,
@@ -261,12 +360,25 @@ impl ProviderFile {
             pool: Pool::start(pool_config).await?,
             limits: loaded.limits,
             session_key_header: loaded.session_key_header,
+            page: start_page(&loaded.approval_page, &loaded.approvals).await?,
+            retries: crate::server::Retries::new(
+                loaded.approval_key,
+                crate::approval::GRANT_LIFETIME,
+            )
+            .map_err(ConfigError::Invalid)?,
+            approvals: loaded.approvals,
         }))
     }
 }
 
 /// A provider file, loaded and validated.
 pub struct Loaded {
+    /// The approval rules, grants and audit trail.
+    pub approvals: Approvals,
+    /// Where the approval page listens, or `off`.
+    pub approval_page: String,
+    /// The key that seals approval request states, if one is configured.
+    pub approval_key: Option<Vec<u8>>,
     /// Its name, if the file gives one.
     pub name: Option<String>,
     /// The API, when a spec was given.
@@ -283,6 +395,25 @@ pub struct Loaded {
     pub session_key_header: Option<String>,
     /// Search synonyms: (what people say, the API's words).
     pub synonyms: Vec<(String, String)>,
+}
+
+/// Starts the approval page at `addr`, unless it is `off`.
+async fn start_page(
+    addr: &str,
+    approvals: &Approvals,
+) -> Result<Option<ApprovalPage>, ConfigError> {
+    if addr == "off" {
+        return Ok(None);
+    }
+    let addr: std::net::SocketAddr = addr.parse().map_err(|_| {
+        ConfigError::Invalid(format!(
+            "--approval-page `{addr}` is not an address like 127.0.0.1:8765 (or `off`)"
+        ))
+    })?;
+    let page = ApprovalPage::start(addr, approvals.grants.clone())
+        .await
+        .map_err(|e| ConfigError::Invalid(format!("cannot start the approval page: {e}")))?;
+    Ok(Some(page))
 }
 
 /// Synonyms as the search reads them, refusing entries it could never use.
@@ -325,6 +456,9 @@ pub struct ProviderArgs {
     /// Environment variable holding the provider secret; read once, never shown to scripts.
     #[arg(long)]
     pub secret_env: Option<String>,
+    /// Approval rules and channels.
+    #[command(flatten)]
+    pub approval: ApprovalArgs,
 }
 
 impl ProviderArgs {
@@ -335,6 +469,7 @@ impl ProviderArgs {
         file.allowed_origins.extend(self.allow_origins);
         file.auth = self.auth.or(file.auth.take());
         file.secret_env = self.secret_env.or(file.secret_env.take());
+        file.approval = self.approval;
     }
 }
 

@@ -4,7 +4,9 @@
 //! Data flows one way: spec -> model -> (SDK, docs index) -> server -> tools -> sandbox ->
 //! egress. See ARCHITECTURE.md for the map and the invariants.
 
+pub mod approval;
 pub mod config;
+pub mod deadline;
 pub mod demo;
 pub mod egress;
 pub mod sandbox;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use sdkbox::approval::{Gate, code_digest};
 use sdkbox::config::{ProviderArgs, ProviderFile};
 use sdkbox::egress::Egress;
 use sdkbox::sandbox::InProcessSandbox;
@@ -52,8 +53,9 @@ pub async fn exec(args: ExecArgs) -> Result<ExitCode> {
     let limits = loaded.limits;
     let sdk = loaded.api.map(|api| Arc::new(Sdk::new(api)));
     let egress = Egress::new(loaded.egress_config)?;
+    let approvals = loaded.approvals;
     let outcome = if args.in_process {
-        let sandbox = InProcessSandbox::new(egress, sdk);
+        let sandbox = InProcessSandbox::new(egress, sdk).with_approvals(approvals);
         sandbox
             .execute(&code, &limits, CancellationToken::new())
             .await
@@ -66,7 +68,10 @@ pub async fn exec(args: ExecArgs) -> Result<ExitCode> {
             ..PoolConfig::for_this_binary(limits.memory_bytes)?
         };
         let pool = Pool::start(config).await?;
-        let target = Target { egress, sdk };
+        // No human to ask here: writes under `approve` are refused with a clear error.
+        let digest = code_digest(egress.identity(), &code);
+        let gate = Arc::new(Gate::new(approvals, None, digest, false));
+        let target = Target { egress, sdk, gate };
         pool.execute(&target, &code, &limits, CancellationToken::new())
             .await
     };

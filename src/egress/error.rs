@@ -116,6 +116,15 @@ pub enum EgressError {
     /// The HTTP client could not be built from the configuration.
     #[error("cannot set up the HTTP client: {0}")]
     Setup(String),
+    /// The approval rules or a human refused the request, or its approval is still to be
+    /// given; it was not sent.
+    #[error("{message}")]
+    Policy {
+        /// What was decided, by whom, and what to do.
+        message: String,
+        /// Whether a decision can still come (run the same code again once it has).
+        awaiting: bool,
+    },
 }
 
 impl EgressError {
@@ -136,6 +145,10 @@ impl EgressError {
             Self::Timeout { .. } => "timeout",
             Self::Cancelled { .. } => "cancelled",
             Self::Network { .. } | Self::Setup(_) => "network",
+            Self::Policy {
+                awaiting: false, ..
+            } => "policy",
+            Self::Policy { awaiting: true, .. } => "approval_required",
         }
     }
 }

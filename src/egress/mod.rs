@@ -6,7 +6,9 @@
 //! - only this module reads the provider secret ([`auth`]); it is injected here, after the
 //!   script's own credential headers are dropped, and scrubbed from everything sent back;
 //! - each execution gets an [`EgressSession`] that bounds count, size and time, and records
-//!   every call in one log: the one place where provider traffic can be observed.
+//!   every call in one log: the one place where provider traffic can be observed;
+//! - every request meets the execution's approval gate (`crate::approval::Gate`) after its
+//!   URL is checked and before anything is sent.
 
 mod auth;
 mod client;
@@ -21,8 +23,8 @@ pub use error::EgressError;
 pub use policy::OriginPolicy;
 pub use scrub::{REDACTED, Scrubber, WITHHELD};
 pub use session::{
-    CallRecord, EgressSession, MAX_LOGGED_CALLS, ScriptRequest, ScriptResponse, UNFINISHED,
-    UrlKind, cut, is_write,
+    CallRecord, EgressSession, MAX_LOGGED_CALLS, MAX_LOGGED_URL, ScriptRequest, ScriptResponse,
+    UNFINISHED, UrlKind, cut, is_write,
 };
 
 use std::sync::Arc;
@@ -89,13 +91,19 @@ impl Egress {
         })
     }
 
-    /// Opens the budget and call log of one execution.
+    /// Opens the budget and call log of one execution, whose requests `gate` decides about.
     pub fn session(
         &self,
-        deadline: tokio::time::Instant,
+        gate: Arc<crate::approval::Gate>,
+        deadline: crate::deadline::Deadline,
         cancel: CancellationToken,
     ) -> EgressSession {
-        EgressSession::new(self.inner.clone(), deadline, cancel)
+        EgressSession::new(self.inner.clone(), gate, deadline, cancel)
+    }
+
+    /// The base URL, for rules that need one.
+    pub fn base_url(&self) -> &Url {
+        &self.inner.config.base_url
     }
 
     /// Removes the secret from text bound for the script or its caller.

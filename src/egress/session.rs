@@ -15,6 +15,8 @@ use super::EgressError;
 use super::auth::Credential;
 use super::client::{CheckedRequest, Client, RawResponse, header_pair};
 use super::scrub::Scrubber;
+use crate::approval::{Decision, Gate, Note, Request, Rule, Verdict};
+use crate::deadline::Deadline;
 
 const MAX_RETRIES: u32 = 2;
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(10);
@@ -66,7 +68,7 @@ pub struct ScriptRequest {
 }
 
 /// What the script gets back: scrubbed of the secret.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScriptResponse {
     /// HTTP status code.
     pub status: u16,
@@ -104,6 +106,10 @@ pub struct CallRecord {
     /// Headers the script set that sdkbox dropped (credentials are injected by sdkbox).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dropped_headers: Vec<String>,
+    /// The approval rules' decision, for writes and for reads under a rule other than
+    /// `allow`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Note>,
 }
 
 impl CallRecord {
@@ -119,7 +125,27 @@ impl CallRecord {
             bytes: 0,
             error: None,
             dropped_headers: dropped.iter().take(20).map(|h| cut(h, 100)).collect(),
+            policy: None,
         }
+    }
+
+    fn noted(mut self, note: Option<Note>) -> Self {
+        self.policy = note;
+        self
+    }
+
+    /// Whether the request was never meant to be sent: a dry run's write, or one an earlier
+    /// run of the same code sent.
+    fn planned(&self) -> bool {
+        self.policy
+            .as_ref()
+            .is_some_and(|note| matches!(note.decision, Verdict::DryRun | Verdict::Replayed))
+    }
+
+    fn replayed(&self) -> bool {
+        self.policy
+            .as_ref()
+            .is_some_and(|note| note.decision == Verdict::Replayed)
     }
 
     fn failed(mut self, error: &EgressError) -> Self {
@@ -157,7 +183,8 @@ pub struct EgressSession {
 
 struct State {
     client: Arc<Client>,
-    deadline: Instant,
+    gate: Arc<Gate>,
+    deadline: Deadline,
     cancel: CancellationToken,
     /// Requests asked for: sent attempts (retries included) and refusals alike.
     sent: AtomicU32,
@@ -167,10 +194,16 @@ struct State {
 }
 
 impl EgressSession {
-    pub(super) fn new(client: Arc<Client>, deadline: Instant, cancel: CancellationToken) -> Self {
+    pub(super) fn new(
+        client: Arc<Client>,
+        gate: Arc<Gate>,
+        deadline: Deadline,
+        cancel: CancellationToken,
+    ) -> Self {
         Self {
             state: Arc::new(State {
                 client,
+                gate,
                 deadline,
                 cancel,
                 sent: AtomicU32::new(0),
@@ -180,37 +213,114 @@ impl EgressSession {
         }
     }
 
-    /// Checks and sends a script's request on the long-lived runtime; the request is
-    /// aborted if this future is dropped (the execution ended) or the execution is cancelled.
+    /// Checks the request, asks the approval rules (and through them, maybe a human), then
+    /// sends it on the long-lived runtime; the request is aborted if this future is dropped
+    /// (the execution ended) or the execution is cancelled. `request.operation` is trusted:
+    /// only the supervisor's SDK sets it.
     pub async fn send(&self, request: ScriptRequest) -> Result<ScriptResponse, EgressError> {
         let method = request.method.to_ascii_uppercase();
         let operation = request.operation.clone();
         let (checked, dropped) = match self.check(request) {
             Ok(checked) => checked,
             Err((url, error)) => {
-                // A refusal costs a request too, so a script cannot spin on them.
-                let limit = self.state.client.limits().max_requests;
-                let error = match self.state.take_budget(limit) {
-                    Ok(()) => error,
-                    Err(exhausted) => exhausted,
-                };
                 let record = CallRecord::new(&method, &url, operation, Vec::new());
-                self.state.begin(record.failed(&error));
-                return Err(error);
+                return Err(self.refuse(record, error));
             }
         };
-        let state = self.state.clone();
-        let task = self
+        let classified = self.state.gate.rules().classify(
+            checked.method.as_str(),
+            &checked.url,
+            operation.as_deref(),
+        );
+        let shown = checked.url.to_string();
+        // The SDK name when the rules know the spec, else the spec's id the SDK gave.
+        let logged_operation = classified.operation.clone().or(operation);
+        let noted = |note: Note| {
+            (is_write(checked.method.as_str()) || note.rule != Rule::Allow).then_some(note)
+        };
+        let request = Request {
+            classified,
+            method: checked.method.as_str(),
+            url: &shown,
+            body: checked.body.as_deref(),
+        };
+        let fingerprint = request.fingerprint();
+        let decision = self
             .state
-            .client
-            .runtime
-            .spawn(async move { state.send_with_retries(checked, dropped, operation).await });
+            .gate
+            .decide(request, &self.state.deadline, &self.state.cancel)
+            .await;
+        let record = |note| {
+            CallRecord::new(&method, &shown, logged_operation.clone(), dropped.clone()).noted(note)
+        };
+        let note = match decision {
+            Decision::Send(note) => noted(note),
+            Decision::Refuse(note, message) => {
+                let awaiting = note.decision == Verdict::AwaitingApproval;
+                let error = EgressError::Policy { message, awaiting };
+                return Err(self.refuse(record(Some(note)), error));
+            }
+            Decision::Answer(note, response) => {
+                // Not sent (a dry run's placeholder, or a write an earlier run sent): logged,
+                // and charged to the budget like any request.
+                let limit = self.state.client.limits().max_requests;
+                let mut record = record(Some(note));
+                if record.replayed() {
+                    record.status = Some(response.status);
+                    record.bytes = response.body.len();
+                }
+                return match self.state.take_budget(limit) {
+                    Ok(()) => {
+                        self.state.begin(record);
+                        Ok(response)
+                    }
+                    Err(exhausted) => {
+                        self.state.begin(record.failed(&exhausted));
+                        Err(exhausted)
+                    }
+                };
+            }
+        };
+        let write = is_write(checked.method.as_str());
+        let state = self.state.clone();
+        let task = self.state.client.runtime.spawn(async move {
+            state
+                .send_with_retries(checked, dropped, logged_operation, note)
+                .await
+        });
         let abort = task.abort_handle();
         let _abort_on_drop = AbortOnDrop(abort);
-        match task.await {
+        let result = match task.await {
             Ok(result) => result,
             Err(_) => Err(EgressError::Cancelled { url: String::new() }),
+        };
+        if write
+            && self.state.gate.journals()
+            && let Ok(response) = &result
+        {
+            // Kept for a re-run, which may hand it to the client in a request state: scrubbed
+            // as the script gets it.
+            let withheld = ScriptResponse {
+                body: crate::egress::WITHHELD.to_owned(),
+                headers: Vec::new(),
+                ..response.clone()
+            };
+            let scrubbed = self.scrubber().scrub_all(response.clone(), withheld);
+            self.state.gate.sent(fingerprint, &scrubbed);
         }
+        result
+    }
+
+    /// Logs a request that is not sent, and charges it to the budget: a refusal costs a
+    /// request too, so a script cannot spin on them.
+    fn refuse(&self, record: CallRecord, error: EgressError) -> EgressError {
+        let limit = self.state.client.limits().max_requests;
+        let error = match self.state.take_budget(limit) {
+            Ok(()) => error,
+            Err(exhausted) => exhausted,
+        };
+        self.state.begin(record.failed(&error));
+        error
     }
 
     /// The calls made so far, in order, and how many more were not listed. A call still in
@@ -222,7 +332,7 @@ impl EgressSession {
             .iter()
             .map(|record| {
                 let mut record = record.clone();
-                if record.status.is_none() && record.error.is_none() {
+                if record.status.is_none() && record.error.is_none() && !record.planned() {
                     record.error = Some(UNFINISHED.to_owned());
                 }
                 record
@@ -323,6 +433,7 @@ impl State {
         request: CheckedRequest,
         dropped: Vec<String>,
         operation: Option<String>,
+        note: Option<Note>,
     ) -> Result<ScriptResponse, EgressError> {
         let shown = request.url.to_string();
         let limits = self.client.limits();
@@ -335,7 +446,8 @@ impl State {
                 &shown,
                 operation.clone(),
                 dropped.clone(),
-            );
+            )
+            .noted(note.clone());
             let result = match self.take_budget(limits.max_requests) {
                 Err(exhausted) => {
                     self.begin(record.failed(&exhausted));
@@ -376,7 +488,7 @@ impl State {
         request: &CheckedRequest,
         shown: &str,
     ) -> Result<RawResponse, EgressError> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
+        let left = self.deadline.left();
         let timeout = self.client.limits().request_timeout.min(left);
         tokio::select! {
             result = self.client.send_once(request, timeout, &self.received) => result,
@@ -398,7 +510,7 @@ impl State {
             None => Duration::from_secs(1),
             Some(value) => retry_after(value.to_str().ok()?)?,
         };
-        let fits = Instant::now() + wait + Duration::from_millis(100) < self.deadline;
+        let fits = wait + Duration::from_millis(100) < self.deadline.left();
         fits.then_some(wait)
     }
 

@@ -168,9 +168,24 @@
     }
   }
 
+  // A request the approval rules or a human refused, or whose approval is still to come
+  // (`kind` "approval_required": show the user the link in the message, then run the same
+  // code again). Nothing was sent.
+  class PolicyError extends EgressError {
+    constructor(kind, message) {
+      super(kind, message);
+      this.name = "PolicyError";
+    }
+  }
+
+  function refusal(error) {
+    const policy = error.kind === "policy" || error.kind === "approval_required";
+    return policy ? new PolicyError(error.kind, error.message) : new EgressError(error.kind, error.message);
+  }
+
   async function http(request) {
     const reply = await op_sdkbox_http(request);
-    if (reply.error) throw new EgressError(reply.error.kind, reply.error.message);
+    if (reply.error) throw refusal(reply.error);
     return reply.response;
   }
 
@@ -329,7 +344,7 @@
     const reply = await op_sdkbox_call(group, method, params ?? null);
     if (reply.error) {
       if (reply.error.kind === "invalid_call") throw new TypeError(reply.error.message);
-      throw new EgressError(reply.error.kind, reply.error.message);
+      throw refusal(reply.error);
     }
     return reply.response;
   }
@@ -452,6 +467,7 @@
     Response,
     URLSearchParams,
     EgressError,
+    PolicyError,
     ApiError,
     queueMicrotask,
     setTimeout: (f, ms, ...args) => schedule(f, ms, args, false),

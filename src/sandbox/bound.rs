@@ -104,21 +104,39 @@ pub fn fit(outcome: &mut Outcome, budget: usize) {
                 outcome.http_dropped += 1;
                 next = outcome.http[..i].iter().rposition(|c| !is_write(&c.method));
             }
-        } else if !compacted && !outcome.http.is_empty() {
+        } else if !compacted && (!outcome.http.is_empty() || !outcome.plan.is_empty()) {
             compacted = true;
             for call in &mut outcome.http {
                 call.url = cut(&call.url, 100);
                 call.error = call.error.as_deref().map(|e| cut(e, 100));
                 call.dropped_headers.clear();
+                if let Some(note) = &mut call.policy {
+                    note.because = cut(&note.because, 60);
+                }
+            }
+            for planned in &mut outcome.plan {
+                let request = &mut planned.request;
+                request.url = cut(&request.url, 100);
+                request.body = request.body.as_deref().map(|b| cut(b, 60));
             }
         } else if outcome.error.as_ref().is_some_and(|e| {
-            e.stack.is_some() || e.excerpt.is_some() || e.message.chars().count() > 200
+            // 200 characters, and the note of how long it was.
+            e.stack.is_some() || e.excerpt.is_some() || e.message.chars().count() > 240
         }) {
             if let Some(error) = &mut outcome.error {
                 error.stack = None;
                 error.excerpt = None;
                 error.message = cut(&error.message, 200);
                 error.name = error.name.as_deref().map(|n| cut(n, 40));
+            }
+        } else if !outcome.plan.is_empty() {
+            // A plan longer than the budget: its last entries are counted instead.
+            let mut freed = 0;
+            while freed < excess
+                && let Some(planned) = outcome.plan.pop()
+            {
+                freed += json_len(&planned) + 1;
+                outcome.plan_dropped += 1;
             }
         } else if !outcome.http.is_empty() {
             // The last resort: more writes than the budget can list, even shortened.
@@ -187,10 +205,25 @@ mod tests {
                     bytes: 0,
                     error: Some(escaped.clone()),
                     dropped_headers: Vec::new(),
+                    policy: None,
                 };
                 50
             ],
             http_dropped: 0,
+            plan: vec![
+                crate::approval::Planned {
+                    request: crate::approval::Shown {
+                        operation: Some("a.b".into()),
+                        method: "POST".into(),
+                        url: escaped.clone(),
+                        body: Some(escaped.clone()),
+                    },
+                    policy: crate::approval::Rule::Approve,
+                };
+                30
+            ],
+            plan_dropped: 0,
+            approvals: vec!["open the link".into()],
             duration_ms: 1,
             timings: Timings::default(),
         }
@@ -209,6 +242,7 @@ mod tests {
                 );
                 assert_eq!(outcome.console.len() + outcome.console_dropped, 50);
                 assert_eq!(outcome.http.len() + outcome.http_dropped, 50);
+                assert_eq!(outcome.plan.len() + outcome.plan_dropped, 30);
             }
         }
     }

@@ -4,17 +4,29 @@
 use super::outcome::{ErrorKind, ExecError, Outcome, Timings, Truncation};
 use super::report::Report;
 use super::{ExecLimits, bound, truncate};
+use crate::approval::Planned;
 use crate::egress::{CallRecord, Scrubber};
 
-/// Turns a run's report and call log (with the number of calls past its bound) into the
-/// outcome returned to the caller: scrubbed whole, then held to `limits.max_output_bytes`
-/// (half of it; the text rendering of the same outcome gets the other half).
-pub fn finish(
-    report: Report,
-    (http, http_dropped): (Vec<CallRecord>, usize),
-    limits: &ExecLimits,
-    scrubber: &Scrubber,
-) -> Outcome {
+/// What egress and the approval gate recorded during a run.
+#[derive(Default)]
+pub struct Logs {
+    /// The call log, and the number of calls past its bound.
+    pub calls: (Vec<CallRecord>, usize),
+    /// A dry run's unsent writes, and the number past the plan's bound.
+    pub plan: (Vec<Planned>, usize),
+    /// What the model is told about approvals to be given outside the execution.
+    pub approvals: Vec<String>,
+}
+
+/// Turns a run's report and logs into the outcome returned to the caller: scrubbed whole,
+/// then held to `limits.max_output_bytes` (half of it; the text rendering of the same
+/// outcome gets the other half).
+pub fn finish(report: Report, logs: Logs, limits: &ExecLimits, scrubber: &Scrubber) -> Outcome {
+    let Logs {
+        calls: (http, http_dropped),
+        plan: (plan, plan_dropped),
+        approvals,
+    } = logs;
     let started = std::time::Instant::now();
     let mut error = report.error;
     let mut result = serde_json::Value::Null;
@@ -38,6 +50,9 @@ pub fn finish(
         console_dropped: report.console_dropped,
         http,
         http_dropped,
+        plan,
+        plan_dropped,
+        approvals,
         duration_ms: 0,
         timings: Timings::default(),
     };

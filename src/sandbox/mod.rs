@@ -27,7 +27,7 @@ mod truncate;
 
 pub use bound::ENVELOPE as OUTPUT_ENVELOPE;
 pub use errors::cancelled as cancelled_error;
-use finish::finish;
+use finish::{Logs, finish};
 pub use network::{Gateway, Network, NetworkError, NetworkFuture};
 pub use outcome::{ConsoleLine, ErrorKind, ExecError, Outcome, Timings, Truncation};
 pub use report::Report;
@@ -41,6 +41,8 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::approval::{Approvals, Gate, code_digest};
+use crate::deadline::Deadline;
 use crate::egress::Egress;
 use crate::sdk::Sdk;
 
@@ -80,7 +82,7 @@ pub async fn run_code(
     limits: &ExecLimits,
     network: Arc<dyn Network>,
     cancel: CancellationToken,
-    deadline: Instant,
+    deadline: Deadline,
     prepared: Prepared,
 ) -> Report {
     let started = std::time::Instant::now();
@@ -120,6 +122,7 @@ pub const MAX_CODE_BYTES: usize = 1 << 20;
 pub struct InProcessSandbox {
     egress: Egress,
     sdk: Option<Arc<Sdk>>,
+    approvals: Option<Approvals>,
 }
 
 impl InProcessSandbox {
@@ -127,16 +130,46 @@ impl InProcessSandbox {
     /// SDK if there is one. Call it inside the long-lived tokio runtime: watchdogs and HTTP
     /// requests run there.
     pub fn new(egress: Egress, sdk: Option<Arc<Sdk>>) -> Self {
-        Self { egress, sdk }
+        Self {
+            egress,
+            sdk,
+            approvals: None,
+        }
+    }
+
+    /// The same sandbox with approval rules; without them every request is allowed (tests).
+    pub fn with_approvals(mut self, approvals: Approvals) -> Self {
+        self.approvals = Some(approvals);
+        self
     }
 
     /// Runs `code` and reports what happened. Never fails: every failure is in the outcome.
-    /// Cancelling `cancel` stops the script and its in-flight requests.
+    /// Cancelling `cancel` stops the script and its in-flight requests. Requests meet the
+    /// sandbox's approval rules, with no human to ask.
     pub async fn execute(
         &self,
         code: &str,
         limits: &ExecLimits,
         cancel: CancellationToken,
+    ) -> Outcome {
+        let gate = match &self.approvals {
+            Some(approvals) => {
+                let digest = code_digest(self.egress.identity(), code);
+                Gate::new(approvals.clone(), None, digest, false)
+            }
+            None => Gate::open(self.egress.base_url().clone()),
+        };
+        self.execute_gated(code, limits, cancel, Arc::new(gate))
+            .await
+    }
+
+    /// Runs `code` with `gate` deciding about its requests.
+    pub async fn execute_gated(
+        &self,
+        code: &str,
+        limits: &ExecLimits,
+        cancel: CancellationToken,
+        gate: Arc<Gate>,
     ) -> Outcome {
         let prepared = prepare(RuntimeSettings {
             memory_bytes: limits.memory_bytes,
@@ -147,6 +180,7 @@ impl InProcessSandbox {
             code.len(),
             &self.egress,
             self.sdk.clone(),
+            gate,
             limits,
             cancel,
             |gateway, cancel, deadline| run_code(code, limits, gateway, cancel, deadline, prepared),
@@ -156,18 +190,20 @@ impl InProcessSandbox {
 }
 
 /// One execution from the side that holds egress: refuses code over [`MAX_CODE_BYTES`],
-/// opens its session and gateway with the deadline, lets `run` produce the report (in this
-/// process or a worker), then finishes the outcome (parse, scrub, bound) with the call log.
+/// opens its session and gateway with the deadline and the gate that decides about its
+/// requests, lets `run` produce the report (in this process or a worker), then finishes the
+/// outcome (parse, scrub, bound) with the call log and the gate's plan.
 pub async fn execute_with<F, Fut>(
     code_len: usize,
     egress: &Egress,
     sdk: Option<Arc<Sdk>>,
+    gate: Arc<Gate>,
     limits: &ExecLimits,
     cancel: CancellationToken,
     run: F,
 ) -> Outcome
 where
-    F: FnOnce(Arc<Gateway>, CancellationToken, Instant) -> Fut,
+    F: FnOnce(Arc<Gateway>, CancellationToken, Deadline) -> Fut,
     Fut: std::future::Future<Output = Report>,
 {
     let started = Instant::now();
@@ -181,16 +217,21 @@ where
         );
         return finish(
             Report::failed(error),
-            (Vec::new(), 0),
+            Logs::default(),
             limits,
             egress.scrubber(),
         );
     }
-    let deadline = started + limits.timeout;
-    let session = egress.session(deadline, cancel.clone());
+    let deadline = Deadline::at(started + limits.timeout);
+    let session = egress.session(gate.clone(), deadline.clone(), cancel.clone());
     let gateway = Arc::new(Gateway::new(session.clone(), sdk));
     let report = run(gateway, cancel, deadline).await;
-    let mut outcome = finish(report, session.calls(), limits, egress.scrubber());
+    let logs = Logs {
+        calls: session.calls(),
+        plan: gate.plan(),
+        approvals: gate.waiting_messages(),
+    };
+    let mut outcome = finish(report, logs, limits, egress.scrubber());
     outcome.duration_ms = started.elapsed().as_millis() as u64;
     outcome
 }

@@ -71,12 +71,10 @@ impl Gateway {
     pub fn new(session: EgressSession, sdk: Option<Arc<Sdk>>) -> Self {
         Self { session, sdk }
     }
-}
 
-impl Network for Gateway {
-    /// Sends the request; what comes back, a response or an error, is scrubbed whole here,
+    /// Sends a request; what comes back, a response or an error, is scrubbed whole here,
     /// the one place replies enter the isolate.
-    fn send(&self, request: ScriptRequest) -> NetworkFuture {
+    fn forward(&self, request: ScriptRequest) -> NetworkFuture {
         let session = self.session.clone();
         Box::pin(async move {
             let reply = session.send(request).await.map_err(|error| NetworkError {
@@ -95,6 +93,16 @@ impl Network for Gateway {
             }
         })
     }
+}
+
+impl Network for Gateway {
+    /// Sends a raw request (`fetch`, `api.request`). What the script says about its
+    /// operation is dropped: only the SDK names operations, and the rules find a raw
+    /// request's operation from its method and URL.
+    fn send(&self, mut request: ScriptRequest) -> NetworkFuture {
+        request.operation = None;
+        self.forward(request)
+    }
 
     fn call(&self, call: SdkCall) -> NetworkFuture {
         let prepared = match &self.sdk {
@@ -112,7 +120,7 @@ impl Network for Gateway {
             }),
         };
         match prepared {
-            Ok(request) => self.send(request),
+            Ok(request) => self.forward(request),
             Err(error) => {
                 let reply = into_isolate(self.session.scrubber(), Err(error));
                 Box::pin(async move { reply })

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::approval::Planned;
 use crate::egress::CallRecord;
 
 /// One captured console line.
@@ -148,6 +149,16 @@ pub struct Outcome {
     /// Calls made but not listed in `http`, past the log's bound.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub http_dropped: usize,
+    /// In a dry run, the writes that were not sent, in order, with the rule each would meet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plan: Vec<Planned>,
+    /// Planned writes not listed in `plan`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub plan_dropped: usize,
+    /// Approvals asked for outside this execution (the approval page): what to show the user
+    /// before running the same code again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<String>,
     /// Wall time of the whole execution.
     pub duration_ms: u64,
     /// Where the time went; for benchmarks and logs, not shown to the model.
@@ -167,6 +178,9 @@ impl Outcome {
             console_dropped: 0,
             http: Vec::new(),
             http_dropped: 0,
+            plan: Vec::new(),
+            plan_dropped: 0,
+            approvals: Vec::new(),
             duration_ms: 0,
             timings: Timings::default(),
         }

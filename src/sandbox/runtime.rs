@@ -14,8 +14,10 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use deno_core::error::{CoreError, CoreErrorKind};
 use deno_core::{JsRuntime, ModuleSpecifier, PollEventLoopOptions, RuntimeOptions, v8};
+use std::time::Duration;
 use tokio::sync::oneshot;
-use tokio::time::Instant;
+
+use crate::deadline::Deadline;
 use tokio_util::sync::CancellationToken;
 
 use super::loader::SandboxLoader;
@@ -41,8 +43,8 @@ pub struct Job {
     pub network: Arc<dyn Network>,
     /// Stops the execution when cancelled.
     pub cancel: CancellationToken,
-    /// When the execution must end.
-    pub deadline: Instant,
+    /// When the execution must end; it stops while a human decides about a request.
+    pub deadline: Deadline,
     /// The long-lived runtime that hosts the watchdog.
     pub watchdog: tokio::runtime::Handle,
 }
@@ -242,7 +244,7 @@ impl Ready {
         let started = std::time::Instant::now();
         let failure = tokio::select! {
             result = drive(&mut self.runtime, &self.harness, &job.program) => result.err(),
-            _ = tokio::time::sleep_until(job.deadline) => {
+            _ = job.deadline.reached(Duration::ZERO) => {
                 stop.set(StopReason::TIMEOUT);
                 None
             }
@@ -271,11 +273,11 @@ fn spawn_watchdog(
     isolate: v8::IsolateHandle,
     finished: CancellationToken,
 ) {
-    let (stop, cancel, deadline) = (stop.clone(), job.cancel.clone(), job.deadline);
+    let (stop, cancel, deadline) = (stop.clone(), job.cancel.clone(), job.deadline.clone());
     job.watchdog.spawn(async move {
         tokio::select! {
             _ = finished.cancelled() => return,
-            _ = tokio::time::sleep_until(deadline) => stop.set(StopReason::TIMEOUT),
+            _ = deadline.reached(Duration::ZERO) => stop.set(StopReason::TIMEOUT),
             _ = cancel.cancelled() => stop.set(StopReason::CANCELLED),
         }
         isolate.terminate_execution();

@@ -160,6 +160,7 @@ mod tests {
             response: None,
             resource: None,
             deprecated: false,
+            policy: None,
         }
     }
 

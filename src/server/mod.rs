@@ -1,8 +1,11 @@
 //! The MCP server: exactly two tools, `search_docs` and `execute`, for one provider, over
 //! stdio or streamable HTTP (rmcp). Every `execute` runs in the worker pool.
 
+mod approve;
 mod http;
 mod tools;
+
+pub use approve::Retries;
 
 pub use http::{HttpOptions, serve_http};
 
@@ -12,11 +15,14 @@ use std::time::Duration;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, Implementation, ProgressNotificationParam, ServerCapabilities, ServerConfig,
+    CallToolResponse, CallToolResult, Implementation, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 
+use crate::approval::page::ApprovalPage;
+use crate::approval::{Approvals, Gate, Rule, code_digest};
 use crate::egress::{Credential, Egress, EgressConfig};
 use crate::sandbox::ExecLimits;
 use crate::sdk::Sdk;
@@ -48,6 +54,12 @@ pub struct Provider {
     pub limits: ExecLimits,
     /// The HTTP header a remote client may send its own provider key in.
     pub session_key_header: Option<String>,
+    /// The approval rules, grants and audit trail every execution's gate shares.
+    pub approvals: Approvals,
+    /// The loopback approval page, for clients that cannot ask their user.
+    pub page: Option<ApprovalPage>,
+    /// Seals and opens the request states of 2026-07-28 approvals.
+    pub retries: Retries,
 }
 
 /// One MCP session's handler; cheap to clone.
@@ -96,11 +108,20 @@ impl SdkboxServer {
                 &filters,
             )
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let mut results = results;
+        for hit in results.hits.iter_mut().filter(|h| h.kind == "operation") {
+            let name = hit.id.trim_start_matches("api.");
+            match self.provider.approvals.rules.of_name(name) {
+                Some(Rule::Approve) => hit.text.push_str("  [needs approval]"),
+                Some(Rule::Deny) => hit.text.push_str("  [denied]"),
+                _ => {}
+            }
+        }
         Ok(tools::search_result(&results))
     }
 
     #[tool(
-        description = "Run TypeScript against the API, server-side, and get back what it returns as JSON, with console output and a log of HTTP calls. The code is the body of an async function: `return` the result. In scope: `api` (SDK: `await api.customers.list({ limit: 10 })`; `api.paginate(api.customers.list, {...})` is an async iterator; `api.request(method, path, { query, body })` for anything else), `fetch` (the API's host only) and `console`. Failed calls throw with the reason. Limits: 30 s, 128 MiB, 50 requests, results cut past 24,000 characters: return only what you need. Example, after search_docs found `api.orders.list`: `const paid = []; for await (const o of api.paginate(api.orders.list, { status: \"paid\" })) paid.push({ id: o.id, amount: o.amount }); return { count: paid.length, top: paid.sort((a, b) => b.amount - a.amount).slice(0, 3) };`",
+        description = "Run TypeScript against the API, server-side, and get back what it returns as JSON, with console output and a log of HTTP calls. The code is the body of an async function: `return` the result. In scope: `api` (SDK: `await api.customers.list({ limit: 10 })`; `api.paginate(api.customers.list, {...})` is an async iterator; `api.request(method, path, { query, body })` for anything else), `fetch` (the API's host only) and `console`. Failed calls throw with the reason; writes may need a human's approval (else PolicyError). Limits: 30 s, 128 MiB, 50 requests, results cut past 24,000 characters: return only what you need. Example, after search_docs found `api.orders.list`: `const paid = []; for await (const o of api.paginate(api.orders.list, { status: \"paid\" })) paid.push({ id: o.id, amount: o.amount }); return { count: paid.length, top: paid.sort((a, b) => b.amount - a.amount).slice(0, 3) };`",
         input_schema = tools::execute_input_schema(),
         output_schema = tools::execute_output_schema(),
         annotations(read_only_hint = false, destructive_hint = true, open_world_hint = true)
@@ -109,15 +130,44 @@ impl SdkboxServer {
         &self,
         Parameters(tools::Checked(input)): Parameters<tools::Checked<tools::Execute>>,
         context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<CallToolResponse, ErrorData> {
         let mut limits = self.provider.limits.clone();
         if let Some(ms) = input.timeout_ms {
             limits.timeout = limits.timeout.min(Duration::from_millis(ms.max(1)));
         }
         let egress = self.egress_for(&context)?;
+        let channel = approve::channel(&context);
+        let digest = code_digest(egress.identity(), &input.code);
+        let approvals = &self.provider.approvals;
+        let dry_run = input.dry_run.unwrap_or(false);
+        let page = match channel {
+            approve::Channel::None => self.provider.page.as_ref(),
+            _ => None,
+        };
+        let mut gate = match page {
+            Some(page) => page.gate(approvals.clone(), digest.clone(), dry_run),
+            None => Gate::new(
+                approvals.clone(),
+                approve::approver(&channel),
+                digest.clone(),
+                dry_run,
+            ),
+        };
+        let retry = context.extensions.get::<Retry>();
+        if let Some(state) = retry.and_then(|r| r.state.as_ref()) {
+            let responses = retry.and_then(|r| r.responses.as_ref());
+            let carried = self
+                .provider
+                .retries
+                .approved(&digest, state, responses)
+                .map_err(|e| ErrorData::invalid_params(e, None))?;
+            gate = gate.with_retry(carried, approve::RETRY_CHANNEL);
+        }
+        let gate = Arc::new(gate);
         let target = Target {
             egress,
             sdk: Some(self.provider.sdk.clone()),
+            gate: gate.clone(),
         };
         let heartbeat = progress_heartbeat(&context);
         let outcome = self
@@ -128,10 +178,21 @@ impl SdkboxServer {
         if let Some(heartbeat) = heartbeat {
             heartbeat.abort();
         }
-        Ok(tools::execute_result(
+        let waiting = gate.waiting();
+        if let Some(page) = page {
+            page.finished(&gate);
+        } else if !waiting.is_empty() && matches!(channel, approve::Channel::Retry) {
+            let required = self
+                .provider
+                .retries
+                .input_required(&digest, &waiting, gate.carried())
+                .map_err(|e| ErrorData::internal_error(e, None))?;
+            return Ok(CallToolResponse::InputRequired(required));
+        }
+        Ok(CallToolResponse::Complete(tools::execute_result(
             &outcome,
             self.provider.limits.max_output_bytes,
-        ))
+        )))
     }
 
     /// The server's egress, or one with the key the client sent in the session-key header.
@@ -172,6 +233,14 @@ impl SdkboxServer {
         *cached = Some((key, egress.clone()));
         Ok(egress)
     }
+}
+
+/// What a 2026-07-28 client's retry of `tools/call` carries: the request state sdkbox sealed
+/// and the user's answers.
+#[derive(Clone)]
+struct Retry {
+    state: Option<String>,
+    responses: Option<rmcp::model::InputResponses>,
 }
 
 /// Sends `notifications/progress` every second while an execution runs, when the client
@@ -229,6 +298,13 @@ impl ServerHandler for SdkboxServer {
                 None,
             ));
         }
+        let mut request = request;
+        let mut context = context;
+        // A 2026-07-28 retry brings the approvals a human gave; the tool reads them here.
+        context.extensions.insert(Retry {
+            state: request.request_state.take(),
+            responses: request.input_responses.take(),
+        });
         let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
         self.tool_router.call(call).await
     }

@@ -57,6 +57,8 @@ pub struct Execute {
     pub code: String,
     /// A lower time limit than the server's.
     pub timeout_ms: Option<u64>,
+    /// Send reads, not writes: each write gets a placeholder and is listed in the plan.
+    pub dry_run: Option<bool>,
 }
 
 // The schemas are written by hand: they are what every client validates against and what
@@ -86,7 +88,8 @@ pub fn execute_input_schema() -> Arc<JsonObject> {
         "type": "object",
         "properties": {
             "code": {"type": "string", "description": "TypeScript: the body of an async function; `return` gives the result."},
-            "timeout_ms": {"type": "integer", "minimum": 1, "description": "Time limit in milliseconds (default and maximum: the server's limit)."}
+            "timeout_ms": {"type": "integer", "minimum": 1, "description": "Time limit in milliseconds (default and maximum: the server's limit)."},
+            "dry_run": {"type": "boolean", "description": "Send reads, not writes: writes get placeholders and are listed in `plan`."}
         },
         "required": ["code"],
         "additionalProperties": false
@@ -132,6 +135,9 @@ pub fn execute_output_schema() -> Arc<JsonObject> {
             "console_dropped": count,
             "http": {"type": "array", "items": {"type": "object"}},
             "http_dropped": count,
+            "plan": {"type": "array"},
+            "plan_dropped": count,
+            "approvals": {"type": "array"},
             "duration_ms": count
         },
         "required": ["ok", "result", "console", "http", "duration_ms"]
@@ -251,14 +257,43 @@ fn text(outcome: &Outcome) -> String {
             ));
         }
     }
+    if !outcome.approvals.is_empty() {
+        out.push_str("\napprovals needed:");
+        for message in &outcome.approvals {
+            out.push_str(&format!("\n  {}", indented(message, "    ")));
+        }
+    }
+    if !outcome.plan.is_empty() || outcome.plan_dropped > 0 {
+        out.push_str("\nplan (dry run: these writes were not sent):");
+        for planned in &outcome.plan {
+            let request = &planned.request;
+            let operation = request.operation.as_deref().unwrap_or("-");
+            let body = request.body.as_deref().unwrap_or("");
+            let line = format!(
+                "{operation}: {} {} [{}] {body}",
+                request.method, request.url, planned.policy
+            );
+            out.push_str(&format!("\n  {}", indented(line.trim_end(), "    ")));
+        }
+        if outcome.plan_dropped > 0 {
+            out.push_str(&format!("\n  ({} more writes)", outcome.plan_dropped));
+        }
+    }
     if !outcome.http.is_empty() || outcome.http_dropped > 0 {
         out.push_str("\nhttp:");
         for call in &outcome.http {
             let status = call
                 .status
                 .map_or_else(|| call.error.clone().unwrap_or_default(), |s| s.to_string());
+            let policy = call.policy.as_ref().map_or(String::new(), |note| {
+                let by = note
+                    .by
+                    .as_deref()
+                    .map_or(String::new(), |by| format!(" by {by}"));
+                format!(" [{}: {}{by}]", note.rule, note.decision.as_str())
+            });
             let line = format!(
-                "{} {} -> {status} ({} ms)",
+                "{} {} -> {status} ({} ms){policy}",
                 call.method, call.url, call.duration_ms
             );
             out.push_str(&format!("\n  {}", indented(&line, "    ")));
@@ -276,6 +311,7 @@ fn text(outcome: &Outcome) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::approval::{Note, Planned, Rule, Shown, Verdict};
     use crate::egress::CallRecord;
     use crate::sandbox::{ConsoleLine, ExecError, Timings, Truncation};
     use crate::search::{Hit, Results};
@@ -329,7 +365,25 @@ mod tests {
                 bytes: 120,
                 error: Some("refused".into()),
                 dropped_headers: vec!["authorization".into()],
+                policy: Some(Note {
+                    rule: Rule::Approve,
+                    decision: Verdict::AwaitingApproval,
+                    because: "writes need approval by default".into(),
+                    by: Some("the user".into()),
+                    channel: Some("approval page".into()),
+                }),
             }],
+            plan: vec![Planned {
+                request: Shown {
+                    operation: Some("orders.create".into()),
+                    method: "POST".into(),
+                    url: "https://api.example.com/v1/orders".into(),
+                    body: Some("{}".into()),
+                },
+                policy: Rule::Approve,
+            }],
+            plan_dropped: 1,
+            approvals: vec!["open http://127.0.0.1:1/approve/x".into()],
             duration_ms: 9,
             timings: Timings::default(),
         }
@@ -404,7 +458,7 @@ mod tests {
         );
         check::<Execute>(
             &execute_input_schema(),
-            json!({"code": "return 1", "timeout_ms": 500}),
+            json!({"code": "return 1", "timeout_ms": 500, "dry_run": true}),
         );
     }
 

@@ -66,6 +66,9 @@ pub struct Operation {
     pub resource: Option<String>,
     /// Whether the spec marks it deprecated.
     pub deprecated: bool,
+    /// The spec's `x-sdkbox-policy` for it (`allow`, `approve` or `deny`), checked when the
+    /// approval rules are built.
+    pub policy: Option<String>,
 }
 
 /// Where a parameter goes.

@@ -215,6 +215,7 @@ mod tests {
             response: None,
             resource: None,
             deprecated: false,
+            policy: None,
         }
     }
 

@@ -116,6 +116,9 @@ fn operation(
         // what the operation is about in the provider's words.
         resource: success.and_then(first_schema_name),
         deprecated: spec.get("deprecated").and_then(Value::as_bool) == Some(true),
+        policy: spec
+            .get("x-sdkbox-policy")
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)),
     })
 }
 

@@ -7,12 +7,12 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::WorkerError;
 use super::harden::{ProcessLimits, harden};
 use super::protocol::{Channel, FromWorker, PROTOCOL_VERSION, ToWorker, too_large};
+use crate::deadline::Deadline;
 use crate::egress::{ScriptRequest, ScriptResponse};
 use crate::sandbox::{
     ErrorKind, ExecError, ExecLimits, Network, NetworkError, NetworkFuture, RuntimeSettings,
@@ -64,7 +64,7 @@ pub fn serve(settings: WorkerSettings) -> Result<(), WorkerError> {
             };
             // The runtime for this job was prepared while idle; the next is prepared after it.
             let this = std::mem::replace(&mut prepared, prepare(settings.runtime));
-            let deadline = Instant::now() + remaining;
+            let deadline = Deadline::after(remaining);
             channel.send(&FromWorker::Started).await?;
             run_one(&mut channel, &code, &limits, deadline, this).await?;
         }
@@ -134,13 +134,20 @@ async fn run_one(
     channel: &mut Channel,
     code: &str,
     limits: &ExecLimits,
-    deadline: Instant,
+    deadline: Deadline,
     prepared: crate::sandbox::Prepared,
 ) -> Result<(), WorkerError> {
     let (requests, mut outgoing) = mpsc::unbounded_channel();
     let network: Arc<dyn Network> = Arc::new(Forward { requests });
     let cancel = CancellationToken::new();
-    let run = run_code(code, limits, network, cancel.clone(), deadline, prepared);
+    let run = run_code(
+        code,
+        limits,
+        network,
+        cancel.clone(),
+        deadline.clone(),
+        prepared,
+    );
     tokio::pin!(run);
     let mut waiting = HashMap::new();
     let mut next_id = 0u64;
@@ -180,6 +187,7 @@ async fn run_one(
                     }
                 }
                 Some(ToWorker::Cancel) => cancel.cancel(),
+                Some(ToWorker::Deadline { running }) => deadline.follow(running),
                 Some(ToWorker::Run { .. }) => return Err(WorkerError::Protocol("a run while busy".into())),
                 None => {
                     cancel.cancel();

@@ -9,13 +9,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::PoolError;
 use super::child::WorkerSettings;
 use super::process::{RunFailure, WorkerProcess};
 use super::scratch;
+use crate::approval::Gate;
+use crate::deadline::Deadline;
 use crate::egress::Egress;
 use crate::sandbox::{ErrorKind, ExecError, ExecLimits, Gateway, Outcome, Report, execute_with};
 use crate::sdk::Sdk;
@@ -82,6 +83,8 @@ pub struct Target {
     pub egress: Egress,
     /// The provider's SDK, if it has a spec.
     pub sdk: Option<Arc<Sdk>>,
+    /// What decides about this execution's requests.
+    pub gate: Arc<Gate>,
 }
 
 /// Runs executions in worker processes. Cheap to clone.
@@ -149,6 +152,7 @@ impl Pool {
             code.len(),
             &target.egress,
             sdk,
+            target.gate.clone(),
             limits,
             cancel,
             |gateway, cancel, deadline| async move {
@@ -212,7 +216,7 @@ impl Inner {
         limits: &ExecLimits,
         gateway: &Arc<Gateway>,
         cancel: &CancellationToken,
-        deadline: Instant,
+        deadline: Deadline,
         identity: u64,
     ) -> Report {
         let Ok(_admitted) = self.admission.try_acquire() else {
@@ -230,13 +234,12 @@ impl Inner {
                 Err(_) => return Report::failed(ExecError::new(ErrorKind::Internal, "the pool is shut down")),
             },
             _ = cancel.cancelled() => return Report::failed(crate::sandbox::cancelled_error()),
-            _ = tokio::time::sleep_until(deadline) => {
+            _ = deadline.reached(Duration::ZERO) => {
                 return Report::failed(ExecError::new(ErrorKind::Timeout, "the execution waited for a free sandbox until its deadline; the server is overloaded, try again shortly"));
             }
         };
         let mut limits = limits.clone();
         limits.memory_bytes = self.config.worker.runtime.memory_bytes;
-        let hard_deadline = deadline + self.config.kill_grace;
         let grace = self.config.kill_grace;
         // A worker that died while idle ran none of the code: the call goes to another one.
         for _ in 0..3 {
@@ -253,7 +256,7 @@ impl Inner {
                 },
             };
             match worker
-                .run(code, &limits, gateway, cancel, hard_deadline, grace)
+                .run(code, &limits, gateway, cancel, &deadline, grace)
                 .await
             {
                 Ok(report) => {

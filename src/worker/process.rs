@@ -18,6 +18,7 @@ use super::protocol::{Channel, FromWorker, PROTOCOL_VERSION, ToWorker, too_large
 use super::scratch;
 use std::sync::Arc;
 
+use crate::deadline::Deadline;
 use crate::sandbox::{ExecLimits, Gateway, Network, NetworkError, Report};
 
 /// How long a new worker may take to say hello.
@@ -183,29 +184,34 @@ impl WorkerProcess {
     }
 
     /// Runs one execution. Requests the script makes are checked and sent by `gateway`;
-    /// the worker is killed if it has not answered by `hard_deadline`, or `grace` after a
-    /// cancellation.
+    /// the worker is killed if it has not answered `grace` after the deadline, or `grace`
+    /// after a cancellation. The worker follows the deadline as it stops and runs again.
     pub async fn run(
         &mut self,
         code: &str,
         limits: &ExecLimits,
         gateway: &Arc<Gateway>,
         cancel: &CancellationToken,
-        hard_deadline: Instant,
+        deadline: &Deadline,
         grace: Duration,
     ) -> Result<Report, RunFailure> {
+        let mut told = Some(deadline.running());
         let run = ToWorker::Run {
             code: code.to_owned(),
             limits: limits.clone(),
-            remaining: hard_deadline.saturating_duration_since(Instant::now() + grace),
+            remaining: deadline.left(),
         };
         if self.channel.send(&run).await.is_err() {
             return Err(RunFailure::NotStarted(self.exit_status().await));
         }
         let mut started = false;
         let mut in_flight = JoinSet::new();
-        let mut kill_at = hard_deadline;
+        let mut killed_at: Option<Instant> = None;
         let mut cancel_sent = false;
+        let kill = async {
+            deadline.reached(grace).await;
+        };
+        tokio::pin!(kill);
         loop {
             tokio::select! {
                 message = self.channel.recv::<FromWorker>() => match message {
@@ -245,10 +251,19 @@ impl WorkerProcess {
                 _ = cancel.cancelled(), if !cancel_sent => {
                     cancel_sent = true;
                     in_flight.abort_all();
-                    kill_at = kill_at.min(Instant::now() + grace);
+                    killed_at = Some(Instant::now() + grace);
                     let _ = self.channel.send(&ToWorker::Cancel).await;
                 }
-                _ = tokio::time::sleep_until(kill_at) => {
+                running = deadline.changed(&mut told) => {
+                    if self.channel.send(&ToWorker::Deadline { running }).await.is_err() {
+                        return Err(RunFailure::Crashed(self.exit_status().await));
+                    }
+                }
+                _ = &mut kill => {
+                    self.kill().await;
+                    return Err(RunFailure::Killed);
+                }
+                _ = sleep_until_some(killed_at) => {
                     self.kill().await;
                     return Err(RunFailure::Killed);
                 }
@@ -276,6 +291,14 @@ impl WorkerProcess {
                 "unresponsive, killed".to_owned()
             }
         }
+    }
+}
+
+/// Sleeps until `at`; forever when there is none.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

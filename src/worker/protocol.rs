@@ -14,7 +14,7 @@ use crate::sandbox::{ExecLimits, NetworkError, Report};
 use crate::sdk::SdkCall;
 
 /// Bumped on any incompatible change; a worker of another version is refused at start.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The largest frame either side accepts: a script, a response body or a report.
 pub const MAX_FRAME: usize = 64 * 1024 * 1024;
@@ -57,6 +57,12 @@ pub enum ToWorker {
     },
     /// Stop the current execution.
     Cancel,
+    /// The execution's deadline changed: running with this much time left, or held (`None`)
+    /// while a human decides about one of its requests.
+    Deadline {
+        /// Time left, counted from when the worker receives this; `None` while held.
+        running: Option<Duration>,
+    },
 }
 
 /// What a worker sends.

@@ -15,6 +15,22 @@ use tokio::process::Command;
 
 use crate::support::{Listening, listening};
 
+/// Every check an approvals client runs (`approvals.mjs`, `approvals.py`): its elicitation
+/// handler approves, declines or cancels by the customer's name, and the demo provider's own
+/// list shows which writes went out.
+const APPROVAL_CHECKS: [&str; 10] = [
+    "tools",
+    "approved_write",
+    "declined_write",
+    "cancelled_write",
+    "caught_policy_error",
+    "raw_fetch_gated",
+    "approve_all",
+    "two_approvals",
+    "dry_run",
+    "channel",
+];
+
 /// Every check a conformance client runs; each must run and pass.
 const CHECKS: [&str; 13] = [
     "tools",
@@ -82,9 +98,9 @@ async fn http_server(token: &str) -> Listening {
     listening(command).await
 }
 
-/// Runs a conformance client to its end and checks its report: every check ran and passed,
+/// Runs a client to its end and checks its report: every one of `expected` ran and passed,
 /// in the protocol version the era asks for. Returns the client's stderr.
-async fn run(mut command: Command, era: &str, transport: &str) -> String {
+async fn run(mut command: Command, era: &str, transport: &str, expected: &[&str]) -> String {
     let token = format!("conformance-{}", std::process::id());
     let server = match transport {
         "http" => Some(http_server(&token).await),
@@ -131,7 +147,7 @@ async fn run(mut command: Command, era: &str, transport: &str) -> String {
         failed.join("\n")
     );
     let mut ran: Vec<&str> = checks.keys().map(String::as_str).collect();
-    let mut expected = CHECKS.to_vec();
+    let mut expected = expected.to_vec();
     ran.sort_unstable();
     expected.sort_unstable();
     assert_eq!(ran, expected, "{report}");
@@ -144,13 +160,27 @@ async fn run(mut command: Command, era: &str, transport: &str) -> String {
 }
 
 async fn typescript(sdk: &str, era: &str, transport: &str) {
+    typescript_script("conformance.mjs", &CHECKS, sdk, era, transport).await;
+}
+
+async fn typescript_approvals(sdk: &str, era: &str, transport: &str) {
+    typescript_script("approvals.mjs", &APPROVAL_CHECKS, sdk, era, transport).await;
+}
+
+async fn typescript_script(script: &str, checks: &[&str], sdk: &str, era: &str, transport: &str) {
     let Some(dir) = node_client() else { return };
     let mut command = Command::new("node");
-    command
-        .arg("conformance.mjs")
-        .current_dir(&dir)
-        .env("SDK", sdk);
-    run(command, era, transport).await;
+    command.arg(script).current_dir(&dir).env("SDK", sdk);
+    run(command, era, transport, checks).await;
+}
+
+async fn python_approvals(era: &str, transport: &str) {
+    let Some(python) = python_client() else {
+        return;
+    };
+    let mut command = Command::new(python);
+    command.arg(clients_dir().join("py/approvals.py"));
+    run(command, era, transport, &APPROVAL_CHECKS).await;
 }
 
 async fn python(era: &str, transport: &str) {
@@ -159,7 +189,7 @@ async fn python(era: &str, transport: &str) {
     };
     let mut command = Command::new(python);
     command.arg(clients_dir().join("py/conformance.py"));
-    let stderr = run(command, era, transport).await;
+    let stderr = run(command, era, transport, &CHECKS).await;
     assert!(
         !stderr.contains("Session termination failed"),
         "the client complained about closing the session: {stderr}"
@@ -192,6 +222,15 @@ conformance! {
     python_http_2026_pinned => python("2026-07-28", "http");
     python_stdio_auto => python("auto", "stdio");
     python_http_auto => python("auto", "http");
+    approvals_typescript_sdk_1_stdio_handshake => typescript_approvals("v1", "legacy", "stdio");
+    approvals_typescript_sdk_1_http_handshake => typescript_approvals("v1", "legacy", "http");
+    approvals_typescript_client_2_stdio_handshake => typescript_approvals("v2", "legacy", "stdio");
+    approvals_typescript_client_2_stdio_2026 => typescript_approvals("v2", "2026-07-28", "stdio");
+    approvals_typescript_client_2_http_2026 => typescript_approvals("v2", "2026-07-28", "http");
+    approvals_python_stdio_handshake => python_approvals("legacy", "stdio");
+    approvals_python_http_handshake => python_approvals("legacy", "http");
+    approvals_python_stdio_2026 => python_approvals("2026-07-28", "stdio");
+    approvals_python_http_2026 => python_approvals("2026-07-28", "http");
 }
 
 /// The MCP Inspector's strict check finds no tool-schema portability problem (it reports

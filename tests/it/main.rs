@@ -10,6 +10,7 @@
 )]
 
 mod adversary;
+mod approvals;
 mod cli;
 mod clients;
 mod demo;
@@ -18,6 +19,7 @@ mod golden;
 mod hostile;
 mod hostile_provider;
 mod mcp;
+mod page;
 mod pool;
 mod provider;
 mod sdk;

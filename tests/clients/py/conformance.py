@@ -1,8 +1,9 @@
 """Drives the real sdkbox binary with the official MCP Python SDK client and prints one JSON
 report line: {"client", "protocol", "checks": {name: "ok" | "FAIL: why"}}. Run by
-tests/it/clients.rs, which asserts every check ran and passed.
+tests/it/clients.rs, which asserts every check ran and passed. The setup it shares with
+approvals.py (environment, server, checks, validation, the report) is in harness.py.
 
-Environment:
+Environment (read by harness.py):
   ERA        legacy (initialize), auto (server/discover, then fallback) or 2026-07-28 (pinned)
   TRANSPORT  stdio (spawns SDKBOX_BIN serve --demo) or http (SDKBOX_URL with SDKBOX_TOKEN)
 """
@@ -10,66 +11,31 @@ Environment:
 import asyncio
 import json
 import os
+import sys
 import time
 
 import anyio
-from jsonschema import Draft202012Validator
-from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp import Client, MCPError
 
-ERA = os.environ.get("ERA", "legacy")
-TRANSPORT = os.environ.get("TRANSPORT", "stdio")
-
-
-def server():
-    if TRANSPORT == "stdio":
-        # The README's Claude Desktop entry: {"command": "/path/to/sdkbox", "args": ["serve", "--demo"]}
-        return StdioServerParameters(command=os.environ["SDKBOX_BIN"], args=["serve", "--demo"])
-    # The README's remote entry: the MCP URL with `Authorization: Bearer $SDKBOX_TOKEN`.
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {os.environ['SDKBOX_TOKEN']}"})
-    return streamable_http_client(os.environ["SDKBOX_URL"], http_client=http)
-
-
-def text(result):
-    return "\n".join(c.text for c in result.content if c.type == "text")
+# harness.py sits next to this script; no __pycache__ is left in the tree.
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import ERA, TRANSPORT, check, register, report, server, text  # noqa: E402
+from harness import call as validated_call  # noqa: E402
 
 
 async def main():
-    checks = {}
-    validators = {}
-
-    async def check(name, body):
-        try:
-            await body()
-            checks[name] = "ok"
-        except Exception as error:  # every failure is reported, none ends the run
-            checks[name] = f"FAIL: {type(error).__name__}: {error}"
-
     async with Client(server(), mode=ERA) as client:
 
-        def validate(tool, result):
-            # What the SDK does for results without isError, done for every result that has
-            # structuredContent (errors too), against the schema tools/list declared.
-            if result.structured_content is None:
-                assert result.is_error, f"{tool}: a result without isError must carry structuredContent"
-                return
-            errors = [f"{e.message} at {list(e.path)}" for e in validators[tool].iter_errors(result.structured_content)]
-            assert not errors, f"{tool}: structuredContent does not match outputSchema: {errors}"
-
         async def call(name, arguments):
-            result = await client.call_tool(name, arguments)
-            validate(name, result)
-            return result
+            return await validated_call(client, name, arguments)
 
         async def tools():
             listed = (await client.list_tools()).tools
             names = sorted(t.name for t in listed)
             assert names == ["execute", "search_docs"], names
             for tool in listed:
-                assert tool.output_schema, f"{tool.name} declares no outputSchema"
-                Draft202012Validator.check_schema(tool.output_schema)
-                validators[tool.name] = Draft202012Validator(tool.output_schema)
+                register(tool)
             size = len(json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in listed]))
             assert size / 4 < 1000, f"tools/list is about {size // 4} tokens"
 
@@ -183,7 +149,7 @@ async def main():
         ]:
             await check(name, body)
         protocol = client.protocol_version
-    print(json.dumps({"client": "python", "protocol": protocol, "checks": checks}), flush=True)
+    report(protocol)
 
 
 asyncio.run(main())

@@ -1,106 +1,38 @@
 // Drives the real sdkbox binary with an official MCP TypeScript client and prints one JSON
 // report line: {"client", "protocol", "checks": {name: "ok" | "FAIL: why"}}. Run by
-// tests/it/clients.rs, which asserts every check ran and passed.
+// tests/it/clients.rs, which asserts every check ran and passed. The setup it shares with
+// approvals.mjs (environment, transport, checks, validation, the report) is in harness.mjs.
 //
-// Environment:
+// Environment (read by harness.mjs):
 //   SDK        v1 (@modelcontextprotocol/sdk, handshake era only) or v2 (@modelcontextprotocol/client)
 //   ERA        legacy (initialize), auto (server/discover, then fallback) or 2026-07-28 (pinned)
 //   TRANSPORT  stdio (spawns SDKBOX_BIN serve --demo) or http (SDKBOX_URL with SDKBOX_TOKEN)
 
-import Ajv2020 from "ajv/dist/2020.js";
+import {
+  assert,
+  callTool as call,
+  check,
+  era,
+  modules,
+  negotiation,
+  register,
+  report,
+  sdk,
+  text,
+  transport,
+  transportKind,
+} from "./harness.mjs";
 
-const sdk = process.env.SDK ?? "v1";
-const era = process.env.ERA ?? "legacy";
-const transportKind = process.env.TRANSPORT ?? "stdio";
-
-const modules =
-  sdk === "v1"
-    ? {
-        client: await import("@modelcontextprotocol/sdk/client/index.js"),
-        stdio: await import("@modelcontextprotocol/sdk/client/stdio.js"),
-        http: await import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
-        types: await import("@modelcontextprotocol/sdk/types.js"),
-      }
-    : {
-        client: await import("@modelcontextprotocol/client"),
-        stdio: await import("@modelcontextprotocol/client/stdio"),
-        http: await import("@modelcontextprotocol/client"),
-        types: {},
-      };
-
-if (sdk === "v1" && era !== "legacy") {
-  throw new Error("@modelcontextprotocol/sdk 1.x speaks only the handshake era");
-}
-
-function transport() {
-  if (transportKind === "stdio") {
-    // The README's Claude Desktop entry: { "command": "/path/to/sdkbox", "args": ["serve", "--demo"] }
-    return new modules.stdio.StdioClientTransport({
-      command: process.env.SDKBOX_BIN,
-      args: ["serve", "--demo"],
-      stderr: "ignore",
-    });
-  }
-  // The README's remote entry: the MCP URL with `Authorization: Bearer $SDKBOX_TOKEN`.
-  return new modules.http.StreamableHTTPClientTransport(new URL(process.env.SDKBOX_URL), {
-    requestInit: { headers: { Authorization: `Bearer ${process.env.SDKBOX_TOKEN}` } },
-  });
-}
-
-const options = era === "legacy" ? {} : { versionNegotiation: { mode: era === "auto" ? "auto" : { pin: era } } };
-const client = new modules.client.Client({ name: `sdkbox-conformance-${sdk}`, version: "1.0.0" }, options);
+const client = new modules.client.Client({ name: `sdkbox-conformance-${sdk}`, version: "1.0.0" }, { ...negotiation });
 await client.connect(transport());
 
-const checks = {};
-async function check(name, body) {
-  try {
-    await body();
-    checks[name] = "ok";
-  } catch (error) {
-    checks[name] = `FAIL: ${error?.message ?? error}`;
-  }
-}
-function assert(condition, message) {
-  if (!condition) throw new Error(message);
-}
-
-const ajv = new Ajv2020({ strict: false });
-const validators = {};
-// What the SDK does for results without isError, done for every result that has
-// structuredContent (errors too), against the schema tools/list declared.
-function validate(tool, result) {
-  if (result.structuredContent === undefined) {
-    assert(result.isError === true, `${tool}: a result without isError must carry structuredContent`);
-    return;
-  }
-  const valid = validators[tool](result.structuredContent);
-  assert(valid, `${tool}: structuredContent does not match outputSchema: ${ajv.errorsText(validators[tool].errors)}`);
-}
-const text = (result) => result.content.filter((c) => c.type === "text").map((c) => c.text).join("\n");
-
-async function call(name, args, requestOptions) {
-  const result = await client.callTool({ name, arguments: args }, undefined, requestOptions);
-  validate(name, result);
-  return result;
-}
-// v2's callTool takes (params, options); v1's takes (params, resultSchema, options).
-const callTool =
-  sdk === "v1"
-    ? call
-    : async (name, args, requestOptions) => {
-        const result = await client.callTool({ name, arguments: args }, requestOptions);
-        validate(name, result);
-        return result;
-      };
+const callTool = (name, args, requestOptions) => call(client, name, args, requestOptions);
 
 await check("tools", async () => {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
   assert(JSON.stringify(names) === '["execute","search_docs"]', `tools: ${names}`);
-  for (const tool of tools) {
-    assert(tool.outputSchema, `${tool.name} declares no outputSchema`);
-    validators[tool.name] = ajv.compile(tool.outputSchema);
-  }
+  for (const tool of tools) register(tool);
   const tokens = Math.round(JSON.stringify(tools).length / 4);
   assert(tokens < 1000, `tools/list is about ${tokens} tokens`);
 });
@@ -208,7 +140,4 @@ await check("still_serving", async () => {
   assert(result.structuredContent.result === "still serving", JSON.stringify(result.structuredContent));
 });
 
-const protocol = typeof client.getNegotiatedProtocolVersion === "function" ? client.getNegotiatedProtocolVersion() : "2025-11-25";
-console.log(JSON.stringify({ client: `typescript-${sdk}`, protocol, checks }));
-await client.close();
-process.exit(0);
+await report(client);

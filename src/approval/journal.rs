@@ -1,0 +1,115 @@
+//! The writes a run sent, kept for the re-run that an approval given outside the execution
+//! asks for (the approval page, a 2026-07-28 client's retry): the re-run of the same code
+//! gets each recorded response back instead of sending the write again. So approving the
+//! third write of a script does not send the first two twice.
+
+use serde::{Deserialize, Serialize};
+
+use super::ask::Fingerprint;
+use crate::egress::ScriptResponse;
+
+/// Bytes of response bodies one journal keeps; a larger body is kept as a note.
+pub const MAX_JOURNAL_BYTES: usize = 1 << 20;
+
+/// Writes one journal keeps.
+const MAX_ENTRIES: usize = 100;
+
+/// One write sent, and what came back.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Sent {
+    /// The request (operation, method, URL, body digest).
+    pub fingerprint: Fingerprint,
+    /// Its response, scrubbed as the script got it.
+    pub response: ScriptResponse,
+}
+
+/// The writes of one code's runs, in order.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Journal {
+    entries: Vec<Sent>,
+}
+
+impl Journal {
+    /// A journal of these writes.
+    pub fn new(entries: Vec<Sent>) -> Self {
+        Self { entries }
+    }
+
+    /// Takes the response of an earlier identical write, if there is one: each entry
+    /// answers one write.
+    pub fn take(&mut self, fingerprint: &Fingerprint) -> Option<ScriptResponse> {
+        let at = self
+            .entries
+            .iter()
+            .position(|e| &e.fingerprint == fingerprint)?;
+        Some(self.entries.remove(at).response)
+    }
+
+    /// Records a write that was sent; a body that would make the journal larger than
+    /// [`MAX_JOURNAL_BYTES`] is kept as a note, so the write is still never sent twice.
+    pub fn record(&mut self, fingerprint: Fingerprint, response: &ScriptResponse) {
+        if self.entries.len() >= MAX_ENTRIES {
+            return;
+        }
+        let kept: usize = self.entries.iter().map(|e| e.response.body.len()).sum();
+        let mut response = response.clone();
+        if kept + response.body.len() > MAX_JOURNAL_BYTES {
+            response.body = serde_json::json!({
+                "x-sdkbox-replayed": "this write was sent by an earlier run of the same code; its \
+                                      response was too large to keep, and the write was not sent again"
+            })
+            .to_string();
+        }
+        self.entries.push(Sent {
+            fingerprint,
+            response,
+        });
+    }
+
+    /// The writes in it.
+    pub fn entries(self) -> Vec<Sent> {
+        self.entries
+    }
+
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn response(body: &str) -> ScriptResponse {
+        ScriptResponse {
+            status: 200,
+            status_text: "OK".into(),
+            url: "http://h/x".into(),
+            headers: Vec::new(),
+            body: body.into(),
+        }
+    }
+
+    #[test]
+    fn each_recorded_write_answers_one_identical_write() {
+        let mut journal = Journal::default();
+        let a = Fingerprint("a".into());
+        journal.record(a.clone(), &response("first"));
+        journal.record(a.clone(), &response("second"));
+        assert!(journal.take(&Fingerprint("b".into())).is_none());
+        assert_eq!(journal.take(&a).unwrap().body, "first");
+        assert_eq!(journal.take(&a).unwrap().body, "second");
+        assert!(journal.take(&a).is_none());
+    }
+
+    #[test]
+    fn a_journal_is_bounded_but_never_forgets_a_write() {
+        let mut journal = Journal::default();
+        let big = "x".repeat(MAX_JOURNAL_BYTES);
+        journal.record(Fingerprint("a".into()), &response(&big));
+        journal.record(Fingerprint("b".into()), &response(&big));
+        let b = journal.take(&Fingerprint("b".into())).unwrap();
+        assert!(b.body.contains("not sent again"), "{}", b.body.len());
+    }
+}

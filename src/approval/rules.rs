@@ -1,0 +1,463 @@
+//! The approval rules: which rule, `allow`, `approve` or `deny`, applies to a request, and
+//! why. Built once from the spec, the provider file's `[policy]` and the command line; asked
+//! once per request, in egress, before the request leaves.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use url::Url;
+
+use crate::sdk::did_you_mean;
+use crate::spec::Api;
+
+/// What happens to a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Rule {
+    /// Sent.
+    Allow,
+    /// Sent once a human approves it.
+    Approve,
+    /// Never sent.
+    Deny,
+}
+
+impl std::str::FromStr for Rule {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "allow" => Ok(Self::Allow),
+            "approve" => Ok(Self::Approve),
+            "deny" => Ok(Self::Deny),
+            other => Err(format!(
+                "`{other}` is not a rule: use \"allow\", \"approve\" or \"deny\""
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Allow => "allow",
+            Self::Approve => "approve",
+            Self::Deny => "deny",
+        })
+    }
+}
+
+/// The `[policy]` table of a provider file.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyFile {
+    /// The rule for writes (POST, PUT, PATCH, DELETE) that no other rule names; default
+    /// `approve`.
+    pub writes: Option<Rule>,
+    /// Rules by SDK name (`customers.create`) or glob (`refunds.*`, `*.delete`); the exact
+    /// name wins, then the longest glob.
+    #[serde(default)]
+    pub operations: BTreeMap<String, Rule>,
+}
+
+/// What the command line puts over the provider file.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PolicyOverrides {
+    /// `--read-only`: every write is denied, whatever else says.
+    pub read_only: bool,
+    /// `--writes MODE`: the rule for writes no other rule names.
+    pub writes: Option<Rule>,
+}
+
+/// A rule found for a request, and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Classified {
+    /// The spec operation the request calls (`customers.create`), if one matched.
+    pub operation: Option<String>,
+    /// Its index in the spec's operations.
+    pub index: Option<usize>,
+    /// The rule.
+    pub rule: Rule,
+    /// Where the rule comes from, for the human and the log: `--read-only`,
+    /// `[policy.operations] "refunds.*"`, `x-sdkbox-policy`, `writes (default)`, ...
+    pub because: String,
+}
+
+/// One path template, split for matching.
+struct Route {
+    method: String,
+    segments: Vec<Option<String>>,
+    operation: usize,
+}
+
+/// The rules of one provider.
+pub struct Rules {
+    api: Option<Arc<Api>>,
+    /// The rule of each operation, by index.
+    of: Vec<(Rule, String)>,
+    by_id: HashMap<String, usize>,
+    routes: Vec<Route>,
+    base: Url,
+    /// What a write that matches no operation gets: the strictest rule any write has.
+    unmatched_write: (Rule, String),
+    read_only: bool,
+}
+
+impl Rules {
+    /// Builds the rules; a rule naming no operation of the spec, or a spec extension that
+    /// is not a rule, is an error that says what would fit.
+    pub fn build(
+        api: Option<Arc<Api>>,
+        base: Url,
+        file: &PolicyFile,
+        overrides: PolicyOverrides,
+    ) -> Result<Self, String> {
+        let writes = overrides.writes.or(file.writes).unwrap_or(Rule::Approve);
+        let writes_because = match (overrides.writes, file.writes) {
+            (Some(_), _) => "--writes",
+            (None, Some(_)) => "[policy] writes",
+            (None, None) => "writes need approval by default",
+        };
+        let operations = api.as_deref().map_or(&[][..], |api| &api.operations[..]);
+        let names: Vec<String> = operations
+            .iter()
+            .map(|op| format!("{}.{}", op.group, op.name))
+            .collect();
+        for pattern in file.operations.keys() {
+            if !names.iter().any(|name| glob(pattern, name)) {
+                let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+                return Err(format!(
+                    "[policy.operations] \"{pattern}\" names no operation of the spec{} \
+                     Use an SDK name (`customers.create`) or a glob (`refunds.*`).",
+                    did_you_mean(pattern, &candidates)
+                ));
+            }
+        }
+        let mut of = Vec::with_capacity(operations.len());
+        for (op, name) in operations.iter().zip(&names) {
+            let write = crate::egress::is_write(&op.method);
+            let rule = if overrides.read_only && write {
+                (Rule::Deny, "--read-only".to_owned())
+            } else if let Some((pattern, rule)) = best_rule(&file.operations, name) {
+                (rule, format!("[policy.operations] \"{pattern}\""))
+            } else if let Some(text) = &op.policy {
+                let rule = text.parse::<Rule>().map_err(|e| {
+                    format!("x-sdkbox-policy on {} {} ({name}): {e}", op.method, op.path)
+                })?;
+                (rule, "the spec's x-sdkbox-policy".to_owned())
+            } else if write {
+                (writes, writes_because.to_owned())
+            } else {
+                (Rule::Allow, "reads are allowed".to_owned())
+            };
+            of.push(rule);
+        }
+        let unmatched_write = if overrides.read_only {
+            (Rule::Deny, "--read-only".to_owned())
+        } else {
+            let strictest = operations
+                .iter()
+                .zip(&of)
+                .filter(|(op, _)| crate::egress::is_write(&op.method))
+                .map(|(_, (rule, _))| *rule)
+                .max()
+                .unwrap_or(writes)
+                .max(writes);
+            let because = if strictest == writes {
+                writes_because.to_owned()
+            } else {
+                "a write that matches no operation of the spec gets the strictest rule any write \
+                 has"
+                .to_owned()
+            };
+            (strictest, because)
+        };
+        let routes = operations
+            .iter()
+            .enumerate()
+            .map(|(operation, op)| Route {
+                method: op.method.clone(),
+                segments: segments(&op.path)
+                    .map(|s| (!s.contains('{')).then(|| s.to_owned()))
+                    .collect(),
+                operation,
+            })
+            .collect();
+        Ok(Self {
+            by_id: operations
+                .iter()
+                .enumerate()
+                .map(|(i, op)| (op.id.clone(), i))
+                .collect(),
+            api,
+            of,
+            routes,
+            base,
+            unmatched_write,
+            read_only: overrides.read_only,
+        })
+    }
+
+    /// Rules with no spec: reads allowed, writes under `overrides` or approved.
+    pub fn without_spec(base: Url, overrides: PolicyOverrides) -> Self {
+        let unmatched_write = match (overrides.read_only, overrides.writes) {
+            (true, _) => (Rule::Deny, "--read-only"),
+            (false, Some(rule)) => (rule, "--writes"),
+            (false, None) => (Rule::Approve, "writes need approval by default"),
+        };
+        Self {
+            api: None,
+            of: Vec::new(),
+            by_id: HashMap::new(),
+            routes: Vec::new(),
+            base,
+            unmatched_write: (unmatched_write.0, unmatched_write.1.to_owned()),
+            read_only: overrides.read_only,
+        }
+    }
+
+    /// The rule for a request: by its operation when the SDK made it (`operation` is the
+    /// spec's id, set by the supervisor, never by the script), else by matching its method
+    /// and URL to a path template.
+    pub fn classify(&self, method: &str, url: &Url, operation: Option<&str>) -> Classified {
+        let index = operation
+            .and_then(|id| self.by_id.get(id).copied())
+            .or_else(|| self.route(method, url));
+        match index {
+            Some(i) => {
+                let (rule, because) = &self.of[i];
+                Classified {
+                    operation: self.name(i),
+                    index: Some(i),
+                    rule: *rule,
+                    because: because.clone(),
+                }
+            }
+            None if crate::egress::is_write(method) => Classified {
+                operation: None,
+                index: None,
+                rule: self.unmatched_write.0,
+                because: self.unmatched_write.1.clone(),
+            },
+            None => Classified {
+                operation: None,
+                index: None,
+                rule: Rule::Allow,
+                because: "reads are allowed".to_owned(),
+            },
+        }
+    }
+
+    /// The rule of the operation with this SDK name (`customers.create`), for search hits.
+    pub fn of_name(&self, name: &str) -> Option<Rule> {
+        let api = self.api.as_deref()?;
+        let index = api.operations.iter().position(|op| {
+            op.name.len() + op.group.len() + 1 == name.len()
+                && format!("{}.{}", op.group, op.name) == name
+        })?;
+        self.of.get(index).map(|(rule, _)| *rule)
+    }
+
+    /// Whether every write is denied.
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The operation at `index` of the spec, if there is a spec.
+    pub fn operation(&self, index: usize) -> Option<&crate::spec::Operation> {
+        self.api.as_deref()?.operations.get(index)
+    }
+
+    fn name(&self, index: usize) -> Option<String> {
+        let op = self.operation(index)?;
+        Some(format!("{}.{}", op.group, op.name))
+    }
+
+    /// The operation whose template matches the request: same origin as the base URL, under
+    /// its path, same method, each literal segment equal; a segment that would reach another
+    /// path once decoded (`%2F`, `%5C`, dots) matches no template. Among matches, the one
+    /// with the most literal segments (`/customers/search` over `/customers/{id}`).
+    fn route(&self, method: &str, url: &Url) -> Option<usize> {
+        if url.origin() != self.base.origin() {
+            return None;
+        }
+        let base = self.base.path().trim_end_matches('/');
+        let rest = url.path().strip_prefix(base)?;
+        if !(rest.is_empty() || rest.starts_with('/')) {
+            return None;
+        }
+        let given: Vec<&str> = segments(rest).collect();
+        let suspicious = |s: &str| {
+            let lower = s.to_ascii_lowercase();
+            lower.contains("%2f") || lower.contains("%5c") || lower.contains("%2e") || s == ".."
+        };
+        if given.iter().any(|s| suspicious(s)) {
+            return None;
+        }
+        self.routes
+            .iter()
+            .filter(|route| route.method == method && route.segments.len() == given.len())
+            .filter(|route| {
+                route
+                    .segments
+                    .iter()
+                    .zip(&given)
+                    .all(|(want, got)| match want {
+                        Some(literal) => literal == got,
+                        None => !got.is_empty(),
+                    })
+            })
+            .max_by_key(|route| route.segments.iter().filter(|s| s.is_some()).count())
+            .map(|route| route.operation)
+    }
+}
+
+fn segments(path: &str) -> impl Iterator<Item = &str> {
+    path.split('/').filter(|s| !s.is_empty())
+}
+
+/// The rule of the exact name, else of the longest matching glob.
+fn best_rule<'a>(rules: &'a BTreeMap<String, Rule>, name: &str) -> Option<(&'a str, Rule)> {
+    if let Some(rule) = rules.get(name) {
+        return Some((name_of(rules, name), *rule));
+    }
+    rules
+        .iter()
+        .filter(|(pattern, _)| pattern.contains('*') && glob(pattern, name))
+        .max_by_key(|(pattern, _)| pattern.replace('*', "").len())
+        .map(|(pattern, rule)| (pattern.as_str(), *rule))
+}
+
+fn name_of<'a>(rules: &'a BTreeMap<String, Rule>, name: &str) -> &'a str {
+    rules
+        .get_key_value(name)
+        .map_or("", |(key, _)| key.as_str())
+}
+
+/// Whether `name` matches `pattern`, where `*` stands for any characters.
+fn glob(pattern: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == name;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
+        return false;
+    }
+    let mut rest = &name[first.len()..name.len() - last.len()];
+    for middle in &parts[1..parts.len() - 1] {
+        match rest.find(middle) {
+            Some(at) => rest = &rest[at + middle.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api() -> Arc<Api> {
+        let spec = crate::spec::parse("demo", crate::demo::SPEC).unwrap();
+        Arc::new(spec.api)
+    }
+
+    fn rules(file: &str, overrides: PolicyOverrides) -> Result<Rules, String> {
+        let file: PolicyFile = toml::from_str(file).unwrap();
+        let base = Url::parse("http://127.0.0.1:9/v1").unwrap();
+        Rules::build(Some(api()), base, &file, overrides)
+    }
+
+    fn url(path: &str) -> Url {
+        Url::parse(&format!("http://127.0.0.1:9/v1{path}")).unwrap()
+    }
+
+    #[test]
+    fn globs_match_like_shell_stars() {
+        assert!(glob("refunds.*", "refunds.create"));
+        assert!(glob("*.delete", "customers.delete"));
+        assert!(glob("*", "x.y"));
+        assert!(glob("c*s.l*t", "customers.list"));
+        assert!(!glob("refunds.*", "customers.create"));
+        assert!(!glob("a*a", "a"));
+    }
+
+    #[test]
+    fn reads_are_allowed_and_writes_approved_by_default() {
+        let rules = rules("", PolicyOverrides::default()).unwrap();
+        let read = rules.classify("GET", &url("/customers"), None);
+        assert_eq!(read.rule, Rule::Allow);
+        assert_eq!(read.operation.as_deref(), Some("customers.list"));
+        let write = rules.classify("POST", &url("/customers"), None);
+        assert_eq!(write.rule, Rule::Approve);
+        assert_eq!(write.operation.as_deref(), Some("customers.create"));
+    }
+
+    #[test]
+    fn the_exact_name_wins_then_the_longest_glob_and_read_only_beats_all() {
+        let file = r#"
+            writes = "allow"
+            [operations]
+            "*" = "approve"
+            "customers.*" = "deny"
+            "customers.create" = "allow"
+        "#;
+        let rules = rules(file, PolicyOverrides::default()).unwrap();
+        let create = rules.classify("POST", &url("/customers"), None);
+        assert_eq!(
+            (create.rule, create.because.as_str()),
+            (Rule::Allow, "[policy.operations] \"customers.create\"")
+        );
+        assert_eq!(
+            rules.classify("GET", &url("/customers"), None).rule,
+            Rule::Deny
+        );
+        assert_eq!(
+            rules.classify("GET", &url("/orders"), None).rule,
+            Rule::Approve
+        );
+        let read_only = PolicyOverrides {
+            read_only: true,
+            writes: None,
+        };
+        let rules = super::tests::rules(file, read_only).unwrap();
+        assert_eq!(
+            rules.classify("POST", &url("/customers"), None).rule,
+            Rule::Deny
+        );
+    }
+
+    #[test]
+    fn a_write_that_matches_nothing_gets_the_strictest_write_rule() {
+        let file = "writes = \"allow\"\n[operations]\n\"customers.create\" = \"deny\"\n";
+        let rules = rules(file, PolicyOverrides::default()).unwrap();
+        for path in [
+            "/Customers",
+            "/customers/",
+            "/customers%2F..%2Fx/y",
+            "/nowhere",
+        ] {
+            let found = rules.classify("POST", &url(path), None);
+            if found.operation.is_none() {
+                assert_eq!(found.rule, Rule::Deny, "{path}");
+            }
+        }
+        let other = Url::parse("http://127.0.0.1:10/v1/customers").unwrap();
+        assert_eq!(rules.classify("POST", &other, None).rule, Rule::Deny);
+    }
+
+    #[test]
+    fn unknown_operations_and_bad_rules_are_errors_that_help() {
+        let error = rules(
+            "[operations]\n\"customer.create\" = \"deny\"\n",
+            PolicyOverrides::default(),
+        )
+        .err()
+        .unwrap();
+        assert!(error.contains("did you mean `customers.create`"), "{error}");
+        let bad: Result<PolicyFile, _> = toml::from_str("writes = \"maybe\"");
+        assert!(bad.is_err());
+    }
+}

@@ -1,0 +1,262 @@
+//! The MCP side of approvals: which channel to a human a client offers, and the two that go
+//! through MCP itself. A handshake-era client that declares elicitation is asked with
+//! `elicitation/create` while the execution waits; a 2026-07-28 client gets the revision's
+//! input-required result, with a request state sealed by HMAC, bound to the code's digest
+//! and expiring, and its retry runs the code again with exactly the approved writes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
+    InputRequest, InputRequiredResult, InputResponses, RequestStateCodec, SealOptions,
+};
+use rmcp::service::RequestContext;
+use rmcp::{Peer, RoleServer};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::approval::{Answer, AnswerFuture, Approver, Ask, Fingerprint, Retry};
+
+/// Writes one input-required result asks about at most; others ask again on the retry.
+const MAX_ASKED: usize = 10;
+
+/// The channel's name for handshake-era elicitation.
+const ELICITATION: &str = "MCP elicitation";
+
+/// The channel's name for 2026-07-28 elicitation: an input-required result, then a retry.
+pub const RETRY_CHANNEL: &str = "MCP elicitation (input required)";
+
+/// The form a human answers: one choice.
+fn form(ask: &Ask) -> ElicitRequestParams {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "decision": {
+                "type": "string",
+                "title": "Decision",
+                "oneOf": [
+                    {"const": "approve", "title": "Approve this request"},
+                    {"const": "approve_all", "title": "Approve every write of this execution"},
+                    {"const": "deny", "title": "Deny"}
+                ]
+            }
+        },
+        "required": ["decision"]
+    });
+    let requested_schema = match schema {
+        Value::Object(map) => ElicitationSchema::from_json_schema(map)
+            .unwrap_or_else(|_| ElicitationSchema::new(BTreeMap::new())),
+        _ => ElicitationSchema::new(BTreeMap::new()),
+    };
+    ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: ask.describe(),
+        requested_schema,
+    }
+}
+
+/// A human's answer to the form.
+fn answer(result: &ElicitResult, by: &str) -> Answer {
+    let decision = result
+        .content
+        .as_ref()
+        .and_then(|c| c.get("decision"))
+        .and_then(Value::as_str);
+    let by = by.to_owned();
+    match (&result.action, decision) {
+        (ElicitationAction::Accept, Some("approve")) => Answer::Approve { by },
+        (ElicitationAction::Accept, Some("approve_all")) => Answer::ApproveAll { by },
+        (ElicitationAction::Accept, _) => Answer::Deny { by },
+        (ElicitationAction::Decline, _) => Answer::Deny {
+            by: format!("{by} (declined)"),
+        },
+        _ => Answer::Deny {
+            by: format!("{by} (cancelled)"),
+        },
+    }
+}
+
+/// How this call's client can reach its user.
+pub enum Channel {
+    /// `elicitation/create` now (handshake era).
+    Elicit(Peer<RoleServer>),
+    /// An input-required result, then the client's retry (2026-07-28).
+    Retry,
+    /// None through MCP.
+    None,
+}
+
+/// The channel a call's client offers: form elicitation, by its protocol era.
+pub fn channel(context: &RequestContext<RoleServer>) -> Channel {
+    let form = context
+        .client_capabilities()
+        .and_then(|c| c.elicitation)
+        // An empty `elicitation: {}` means form mode.
+        .is_some_and(|e| e.form.is_some() || e.url.is_none());
+    if !form {
+        return Channel::None;
+    }
+    let handshake = context
+        .protocol_version()
+        .is_none_or(|version| version.has_initialize());
+    if handshake {
+        Channel::Elicit(context.peer.clone())
+    } else {
+        Channel::Retry
+    }
+}
+
+/// Asks with `elicitation/create` and waits.
+pub struct ElicitApprover {
+    /// The client.
+    pub peer: Peer<RoleServer>,
+}
+
+impl Approver for ElicitApprover {
+    fn channel(&self) -> &'static str {
+        ELICITATION
+    }
+
+    fn ask(&self, ask: Ask, _fingerprint: Fingerprint, timeout: Duration) -> AnswerFuture {
+        let peer = self.peer.clone();
+        Box::pin(async move {
+            match peer
+                .create_elicitation_with_timeout(form(&ask), Some(timeout))
+                .await
+            {
+                Ok(result) => answer(&result, "the user"),
+                Err(error) => Answer::Deny {
+                    by: format!("nobody (the elicitation failed: {error})"),
+                },
+            }
+        })
+    }
+}
+
+/// Defers the question to the input-required result: the script's call fails now, the
+/// client asks its user, and its retry runs the code again.
+pub struct RetryApprover;
+
+impl Approver for RetryApprover {
+    fn channel(&self) -> &'static str {
+        RETRY_CHANNEL
+    }
+
+    fn ask(&self, _ask: Ask, _fingerprint: Fingerprint, _timeout: Duration) -> AnswerFuture {
+        Box::pin(async {
+            Answer::Later {
+                message: "this request needs the user's approval; the client will ask them and \
+                          run the code again"
+                    .to_owned(),
+            }
+        })
+    }
+}
+
+/// What a sealed request state carries: the writes asked about, by key, and what earlier
+/// rounds hand the next one (decisions not used yet, writes already sent).
+#[derive(Debug, Serialize, Deserialize)]
+struct Asked {
+    writes: Vec<(String, Fingerprint)>,
+    carried: Retry,
+}
+
+/// Seals and opens request states.
+pub struct Retries {
+    codec: RequestStateCodec,
+    lifetime: Duration,
+}
+
+impl Retries {
+    /// A codec keyed with `key` (every replica that serves one client needs the same), or a
+    /// fresh random key of this process; request states live for `lifetime`.
+    pub fn new(key: Option<Vec<u8>>, lifetime: Duration) -> Result<Self, String> {
+        let key = match key {
+            Some(key) => key,
+            None => {
+                let mut key = [0u8; 32];
+                getrandom::fill(&mut key).map_err(|e| format!("no randomness for the key: {e}"))?;
+                key.to_vec()
+            }
+        };
+        let codec = RequestStateCodec::try_new(key).map_err(|e| e.to_string())?;
+        Ok(Self { codec, lifetime })
+    }
+
+    /// The input-required result asking about `waiting` writes of the code with this
+    /// digest, carrying what this round hands the next.
+    pub fn input_required(
+        &self,
+        code: &str,
+        waiting: &[(Ask, Fingerprint, String)],
+        carried: Retry,
+    ) -> Result<InputRequiredResult, String> {
+        let mut requests = BTreeMap::new();
+        let mut writes = Vec::new();
+        for (n, (ask, fingerprint, _)) in waiting.iter().take(MAX_ASKED).enumerate() {
+            let key = format!("approve-{n}");
+            requests.insert(
+                key.clone(),
+                InputRequest::Elicitation(ElicitRequest::new(form(ask))),
+            );
+            writes.push((key, fingerprint.clone()));
+        }
+        let options = SealOptions::new()
+            .associated_data(code.as_bytes())
+            .ttl(self.lifetime);
+        let state = self
+            .codec
+            .seal_json_with(&Asked { writes, carried }, &options)
+            .map_err(|e| e.to_string())?;
+        Ok(InputRequiredResult::new(Some(requests), Some(state)))
+    }
+
+    /// Reads a retry: the state must be ours, unexpired and for this code; each accepted
+    /// answer approves its write, any other answer (or none) denies it.
+    pub fn approved(
+        &self,
+        code: &str,
+        state: &str,
+        responses: Option<&InputResponses>,
+    ) -> Result<Retry, String> {
+        let asked: Asked = self
+            .codec
+            .open_json_with(state, code.as_bytes())
+            .map_err(|e| {
+                format!(
+                    "the requestState is not one this server made for this code, or it expired \
+                 ({e}); run the code again without it"
+                )
+            })?;
+        let mut retry = asked.carried;
+        for (key, fingerprint) in asked.writes {
+            let result = responses
+                .and_then(|r| r.get(&key))
+                .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
+            let answer = match &result {
+                Some(result) => answer(result, "the user"),
+                None => Answer::Deny {
+                    by: "nobody (no answer came with the retry)".to_owned(),
+                },
+            };
+            match answer {
+                Answer::Approve { .. } => retry.approved.push(fingerprint),
+                Answer::ApproveAll { by } => retry.all = Some(by),
+                Answer::Deny { by } => retry.denied.push((fingerprint, by)),
+                Answer::Later { .. } => {}
+            }
+        }
+        Ok(retry)
+    }
+}
+
+/// The approver a call gets for an MCP `channel`, if it is one.
+pub fn approver(channel: &Channel) -> Option<Arc<dyn Approver>> {
+    match channel {
+        Channel::Elicit(peer) => Some(Arc::new(ElicitApprover { peer: peer.clone() })),
+        Channel::Retry => Some(Arc::new(RetryApprover)),
+        Channel::None => None,
+    }
+}

@@ -1,0 +1,503 @@
+//! Approval rules against the demo provider, checking the provider's own state: read-only
+//! mode, rules by name and glob, raw `fetch`/`api.request` writes gated like SDK calls,
+//! method-override headers not bypassing, dry runs, a human's answer (and none, within the
+//! approval timeout, with the deadline stopped meanwhile, in process and in a worker), and
+//! the audit file.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use sdkbox::approval::{Answer, AnswerFuture, Approver, Ask, Fingerprint, Gate};
+use sdkbox::config::{ApprovalArgs, Embedded, ProviderFile};
+use sdkbox::egress::Egress;
+use sdkbox::sandbox::{ExecLimits, InProcessSandbox, Outcome};
+use sdkbox::sdk::Sdk;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use url::Url;
+
+use crate::support::{quick, run};
+
+/// The demo provider (in this process) and a sandbox for it under `policy` (a provider file's `[policy]`).
+pub struct Demo {
+    pub sandbox: InProcessSandbox,
+    pub approvals: sdkbox::approval::Approvals,
+    egress: Egress,
+    sdk: Arc<Sdk>,
+    base: Url,
+    _stop: tokio_util::sync::DropGuard,
+}
+
+pub async fn demo(policy: &str, approval: ApprovalArgs) -> Demo {
+    let stop = CancellationToken::new();
+    let address = sdkbox::demo::start(stop.clone()).await.unwrap();
+    let mut file: ProviderFile = toml::from_str(policy).unwrap();
+    let base = Url::parse(&format!("http://{address}/v1")).unwrap();
+    file.base_url = Some(base.clone());
+    file.approval = approval;
+    let embedded = Embedded {
+        name: "demo",
+        spec: sdkbox::demo::SPEC,
+        guides: Vec::new(),
+    };
+    let loaded = file
+        .load(Some(embedded), Some(sdkbox::demo::DEMO_KEY.to_owned()))
+        .await
+        .unwrap();
+    let sdk = Arc::new(Sdk::new(loaded.api.clone().unwrap()));
+    let egress = Egress::new(loaded.egress_config).unwrap();
+    let sandbox = InProcessSandbox::new(egress.clone(), Some(sdk.clone()))
+        .with_approvals(loaded.approvals.clone());
+    Demo {
+        sandbox,
+        approvals: loaded.approvals,
+        egress,
+        sdk,
+        base,
+        _stop: stop.drop_guard(),
+    }
+}
+
+impl Demo {
+    /// The names of the provider's customers, read straight from it (not through sdkbox).
+    pub async fn customers(&self) -> Vec<String> {
+        let url = format!("{}/customers?limit=100", self.base);
+        let page: Value = reqwest::Client::new()
+            .get(url)
+            .bearer_auth(sdkbox::demo::DEMO_KEY)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        page["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    async fn run(&self, code: &str) -> Outcome {
+        run(&self.sandbox, code, &ExecLimits::default()).await
+    }
+
+    async fn run_with(
+        &self,
+        code: &str,
+        approver: Option<Arc<dyn Approver>>,
+        dry_run: bool,
+    ) -> Outcome {
+        let gate = Gate::new(self.approvals.clone(), approver, digest(code), dry_run);
+        self.sandbox
+            .execute_gated(
+                code,
+                &ExecLimits::default(),
+                CancellationToken::new(),
+                Arc::new(gate),
+            )
+            .await
+    }
+}
+
+/// The digest gates bind approvals to, for this test's one caller.
+pub fn digest(code: &str) -> String {
+    sdkbox::approval::code_digest(0, code)
+}
+
+pub fn create(name: &str) -> String {
+    format!(
+        "return await api.customers.create({{ name: \"{name}\", email: \"{name}@example.com\" }});"
+    )
+}
+
+fn policy_of(outcome: &Outcome, method: &str) -> Value {
+    let call = outcome
+        .http
+        .iter()
+        .find(|c| c.method == method)
+        .unwrap_or_else(|| panic!("no {method} in {:?}", outcome.http));
+    serde_json::to_value(&call.policy).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_denies_every_write_and_sends_nothing() {
+    let args = ApprovalArgs {
+        read_only: true,
+        ..ApprovalArgs::default()
+    };
+    let demo = demo("[policy]\nwrites = \"allow\"\n", args).await;
+    let outcome = demo.run(&create("ro-sdk")).await;
+    let error = outcome.error.as_ref().unwrap();
+    assert_eq!(error.name.as_deref(), Some("PolicyError"), "{error:?}");
+    assert!(error.message.contains("--read-only"), "{}", error.message);
+    assert_eq!(policy_of(&outcome, "POST")["decision"], "denied");
+    let raw = demo
+        .run("const r = await api.request('DELETE', '/customers/cus_001'); return r;")
+        .await;
+    assert_eq!(raw.error.unwrap().name.as_deref(), Some("PolicyError"));
+    let reads = demo
+        .run("return (await api.customers.list({})).data.length")
+        .await;
+    assert!(reads.ok, "{reads:?}");
+    let names = demo.customers().await;
+    assert!(!names.iter().any(|n| n == "ro-sdk"), "{names:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_by_name_and_glob_decide_and_raw_requests_meet_the_same_rules() {
+    let policy = r#"
+        [policy]
+        writes = "allow"
+        [policy.operations]
+        "customers.*" = "deny"
+        "customers.list" = "allow"
+    "#;
+    let demo = demo(policy, ApprovalArgs::default()).await;
+    let sdk = demo.run(&create("glob-sdk")).await;
+    assert!(sdk.error.unwrap().message.contains("\"customers.*\""));
+    let fetch = demo
+        .run(
+            "const r = await fetch('/v1/customers', { method: 'POST', headers: { 'content-type': \
+             'application/json' }, body: JSON.stringify({ name: 'glob-fetch', email: 'g@x.io' }) }); \
+             return r.status;",
+        )
+        .await;
+    let error = fetch.error.as_ref().unwrap();
+    assert_eq!(error.name.as_deref(), Some("PolicyError"), "{error:?}");
+    assert_eq!(fetch.http[0].operation.as_deref(), Some("customers.create"));
+    // A write that matches no operation gets the strictest write rule: here, deny.
+    let unknown = demo
+        .run("await api.request('POST', '/Customers', { body: { name: 'glob-case' } });")
+        .await;
+    assert_eq!(unknown.error.unwrap().name.as_deref(), Some("PolicyError"));
+    // What the script says about its operation is not believed.
+    let allowed = demo
+        .run("return (await api.request('POST', '/orders', { body: { customer_id: 'cus_001', items: [] } })).status ?? 'sent'")
+        .await;
+    assert_eq!(
+        policy_of(&allowed, "POST")["decision"],
+        "allowed",
+        "{allowed:?}"
+    );
+    let names = demo.customers().await;
+    for name in ["glob-sdk", "glob-fetch", "glob-case"] {
+        assert!(
+            !names.iter().any(|n| n == name),
+            "{name} was created: {names:?}"
+        );
+    }
+    let list = demo
+        .run("return (await api.customers.list({})).data.length")
+        .await;
+    assert!(list.ok, "{list:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_method_override_header_does_not_turn_an_allowed_write_into_a_denied_one() {
+    let policy =
+        "[policy]\nwrites = \"allow\"\n[policy.operations]\n\"customers.delete\" = \"deny\"\n";
+    let demo = demo(policy, ApprovalArgs::default()).await;
+    let outcome = demo
+        .run(
+            "const r = await fetch('/v1/customers/cus_001?_method=DELETE', { method: 'POST', headers: \
+             { 'X-HTTP-Method-Override': 'DELETE', 'X-Method-Override': 'DELETE', 'content-type': \
+             'application/json' }, body: JSON.stringify({ name: 'Still Here' }) }); return r.status;",
+        )
+        .await;
+    assert!(outcome.ok, "{outcome:?}");
+    let call = &outcome.http[0];
+    assert_eq!(call.operation.as_deref(), Some("customers.update"));
+    assert!(
+        call.dropped_headers
+            .iter()
+            .any(|h| h == "x-http-method-override"),
+        "{call:?}"
+    );
+    assert!(!call.url.contains("_method"), "{call:?}");
+    assert!(demo.customers().await.iter().any(|n| n == "Still Here"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_sends_reads_plans_writes_and_changes_nothing() {
+    let demo = demo("", ApprovalArgs::default()).await;
+    let code = "const before = (await api.customers.list({})).data.length; \
+                const c = await api.customers.create({ name: 'dry-one', email: 'd@x.io' }); \
+                await api.request('DELETE', '/customers/cus_001'); \
+                return { before, id: c.id, marked: c['x-sdkbox-dry-run'] !== undefined };";
+    let outcome = demo.run_with(code, None, true).await;
+    assert!(outcome.ok, "{outcome:?}");
+    assert_eq!(outcome.result["marked"], true, "{}", outcome.result);
+    assert!(outcome.result["before"].as_u64().unwrap() > 0);
+    let plan: Vec<(String, String)> = outcome
+        .plan
+        .iter()
+        .map(|p| {
+            (
+                p.request.method.clone(),
+                p.request.operation.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        plan,
+        [
+            ("POST".to_owned(), "customers.create".to_owned()),
+            ("DELETE".to_owned(), "customers.delete".to_owned())
+        ]
+    );
+    assert_eq!(policy_of(&outcome, "POST")["decision"], "dry_run");
+    let names = demo.customers().await;
+    assert!(!names.iter().any(|n| n == "dry-one"));
+    assert!(names.len() >= 3, "the customer was deleted: {names:?}");
+}
+
+/// A human who answers after `wait`, counting the questions.
+struct Human {
+    answer: Answer,
+    wait: Duration,
+    asked: AtomicUsize,
+}
+
+impl Approver for Human {
+    fn channel(&self) -> &'static str {
+        "test human"
+    }
+
+    fn ask(&self, ask: Ask, _fingerprint: Fingerprint, _timeout: Duration) -> AnswerFuture {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        assert!(ask.describe().contains("customers.create"), "{ask:?}");
+        let (answer, wait) = (self.answer.clone(), self.wait);
+        Box::pin(async move {
+            tokio::time::sleep(wait).await;
+            answer
+        })
+    }
+}
+
+/// The demo with an approval timeout of 1 s, and a human who would answer after a minute.
+async fn demo_with_a_silent_human() -> (Demo, Arc<Human>) {
+    let args = ApprovalArgs {
+        approval_timeout_s: 1,
+        ..ApprovalArgs::default()
+    };
+    let by = "too late".to_owned();
+    let silent = human(Answer::Approve { by }, Duration::from_secs(60));
+    (demo("", args).await, silent)
+}
+
+fn human(answer: Answer, wait: Duration) -> Arc<Human> {
+    Arc::new(Human {
+        answer,
+        wait,
+        asked: AtomicUsize::new(0),
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_human_approves_or_denies_and_the_deadline_waits_for_them() {
+    let demo = demo("", ApprovalArgs::default()).await;
+    let yes = human(
+        Answer::Approve {
+            by: "the user".into(),
+        },
+        Duration::from_millis(1_500),
+    );
+    let code = create("human-yes");
+    let gate = Gate::new(
+        demo.approvals.clone(),
+        Some(yes.clone()),
+        digest(&code),
+        false,
+    );
+    // The execution may take 1 s; the human takes 1.5 s, which does not count.
+    let outcome = demo
+        .sandbox
+        .execute_gated(
+            &code,
+            &quick(1_000),
+            CancellationToken::new(),
+            Arc::new(gate),
+        )
+        .await;
+    assert!(outcome.ok, "{outcome:?}");
+    let note = policy_of(&outcome, "POST");
+    assert_eq!(note["decision"], "approved");
+    assert_eq!(note["by"], "the user");
+    assert_eq!(note["channel"], "test human");
+    let no = human(
+        Answer::Deny {
+            by: "the user (declined)".into(),
+        },
+        Duration::ZERO,
+    );
+    let outcome = demo
+        .run_with(&create("human-no"), Some(no.clone()), false)
+        .await;
+    assert!(
+        outcome
+            .error
+            .unwrap()
+            .message
+            .contains("denied by the user (declined)")
+    );
+    let names = demo.customers().await;
+    assert!(names.iter().any(|n| n == "human-yes"));
+    assert!(!names.iter().any(|n| n == "human-no"));
+    assert_eq!(
+        (
+            yes.asked.load(Ordering::SeqCst),
+            no.asked.load(Ordering::SeqCst)
+        ),
+        (1, 1)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nobody_answering_within_the_approval_timeout_refuses_the_write() {
+    let (demo, silent) = demo_with_a_silent_human().await;
+    let started = std::time::Instant::now();
+    let outcome = demo
+        .run_with(&create("human-late"), Some(silent), false)
+        .await;
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let error = outcome.error.as_ref().unwrap();
+    assert!(error.message.contains("no human's approval"), "{error:?}");
+    assert_eq!(policy_of(&outcome, "POST")["decision"], "timed_out");
+    assert!(!demo.customers().await.iter().any(|n| n == "human-late"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_channel_a_write_under_approve_is_refused_with_what_to_do() {
+    let demo = demo("", ApprovalArgs::default()).await;
+    let outcome = demo.run(&create("nobody")).await;
+    let error = outcome.error.unwrap();
+    assert!(error.message.contains("no way to ask"), "{}", error.message);
+    assert!(error.message.contains("[policy]"), "{}", error.message);
+    assert!(!demo.customers().await.iter().any(|n| n == "nobody"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_file_has_one_line_per_write_decision_and_no_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let args = ApprovalArgs {
+        audit_log: Some(path.clone()),
+        ..ApprovalArgs::default()
+    };
+    let demo = demo("[policy.operations]\n\"orders.create\" = \"allow\"\n", args).await;
+    demo.run(&create("audited-nobody")).await;
+    let yes = human(
+        Answer::Approve {
+            by: "the user".into(),
+        },
+        Duration::ZERO,
+    );
+    demo.run_with(&create("audited-yes"), Some(yes), false)
+        .await;
+    demo.run("return (await api.customers.list({})).data.length")
+        .await;
+    demo.run_with(&create("audited-dry"), None, true).await;
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains(sdkbox::demo::DEMO_KEY));
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let decisions: Vec<&str> = lines
+        .iter()
+        .map(|l| l["decision"].as_str().unwrap())
+        .collect();
+    assert_eq!(decisions, ["no_channel", "approved", "dry_run"], "{text}");
+    assert_eq!(lines[1]["by"], "the user");
+    assert_eq!(lines[1]["operation"], "customers.create");
+    assert_eq!(lines[1]["fingerprint"].as_str().unwrap().len(), 64);
+}
+
+/// In a worker process too, the deadline stops while the human decides: the worker follows
+/// the supervisor's held deadline instead of ending the script at its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_waits_for_the_human_without_running_out_of_time() {
+    let demo = demo("", ApprovalArgs::default()).await;
+    let mut config = sdkbox::worker::PoolConfig::for_this_binary(128 * 1024 * 1024).unwrap();
+    config.exe = env!("CARGO_BIN_EXE_sdkbox").into();
+    config.workers = 1;
+    let pool = sdkbox::worker::Pool::start(config).await.unwrap();
+    let yes = human(
+        Answer::Approve {
+            by: "the user".into(),
+        },
+        Duration::from_millis(2_500),
+    );
+    let code = create("worker-yes");
+    let target = sdkbox::worker::Target {
+        egress: demo.egress.clone(),
+        sdk: Some(demo.sdk.clone()),
+        gate: Arc::new(Gate::new(
+            demo.approvals.clone(),
+            Some(yes),
+            digest(&code),
+            false,
+        )),
+    };
+    let outcome = pool
+        .execute(&target, &code, &quick(1_000), CancellationToken::new())
+        .await;
+    assert!(outcome.ok, "{outcome:?}");
+    assert!(demo.customers().await.iter().any(|n| n == "worker-yes"));
+    // And the deadline still holds once the human has answered.
+    let slow = format!(
+        "{}\nwhile (true) {{}}",
+        create("worker-then-loop").replace("return ", "")
+    );
+    let yes = human(
+        Answer::Approve {
+            by: "the user".into(),
+        },
+        Duration::from_millis(1_500),
+    );
+    let target = sdkbox::worker::Target {
+        gate: Arc::new(Gate::new(
+            demo.approvals.clone(),
+            Some(yes),
+            digest(&slow),
+            false,
+        )),
+        ..target
+    };
+    let started = std::time::Instant::now();
+    let outcome = pool
+        .execute(&target, &slow, &quick(1_000), CancellationToken::new())
+        .await;
+    assert_eq!(
+        outcome.error.unwrap().kind,
+        sdkbox::sandbox::ErrorKind::Timeout
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// All the waits of one execution share the approval timeout: many writes, in parallel or
+/// one after another, cannot hold the deadline longer than it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_waits_cannot_stretch_an_execution_past_the_approval_timeout() {
+    let (demo, silent) = demo_with_a_silent_human().await;
+    let one = "api.customers.create({ name: 'held', email: 'h@x.io' }).catch((e) => e.name)";
+    let code = format!(
+        "const together = await Promise.all([{one}, {one}, {one}]); const after = []; \
+         for (let i = 0; i < 5; i++) after.push(await {one}); return {{ together, after }};"
+    );
+    let started = std::time::Instant::now();
+    let outcome = demo.run_with(&code, Some(silent.clone()), false).await;
+    let took = started.elapsed();
+    assert!(outcome.ok, "{outcome:?}");
+    assert!(took < Duration::from_secs(4), "held for {took:?}");
+    assert_eq!(outcome.result["after"][4], "PolicyError");
+    // The three at once were asked; once the time was used up, nobody was asked any more.
+    assert_eq!(silent.asked.load(Ordering::SeqCst), 3);
+}
