@@ -7,8 +7,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// Characters of a request body shown to the human.
-pub const MAX_SHOWN_BODY: usize = 2_000;
+/// Characters of a URL, header or body a human is shown; a request with a longer one is not
+/// put to a human at all (they approve only what they can see whole).
+pub const MAX_SHOWN: usize = 8_000;
 
 /// A request as a human sees it: what it calls and what it sends, no secret (the script never
 /// had it, and what is shown is scrubbed again), bounded, readable.
@@ -21,19 +22,24 @@ pub struct Shown {
     pub method: String,
     /// The URL, query included.
     pub url: String,
+    /// The headers the script or the SDK set (`name: value`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<String>,
     /// The body, pretty-printed when it is JSON, cut to a given length.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
 }
 
 impl Shown {
-    /// Shows a request, its body cut to `max_body` characters.
+    /// Shows a request, its URL, headers and body each cut to `max` characters (for a human
+    /// who is asked, nothing is cut: see [`Shown::whole`]).
     pub fn new(
         operation: Option<String>,
         method: &str,
         url: &str,
+        headers: &[String],
         body: Option<&[u8]>,
-        max_body: usize,
+        max: usize,
     ) -> Self {
         let body = body.filter(|b| !b.is_empty()).map(|bytes| {
             let text = match serde_json::from_slice::<serde_json::Value>(bytes) {
@@ -41,14 +47,24 @@ impl Shown {
                     .unwrap_or_else(|_| String::from_utf8_lossy(bytes).into_owned()),
                 Err(_) => String::from_utf8_lossy(bytes).into_owned(),
             };
-            crate::egress::cut(&text, max_body)
+            crate::egress::cut(&text, max)
         });
         Self {
             operation,
             method: method.to_owned(),
-            url: crate::egress::cut(url, crate::egress::MAX_LOGGED_URL),
+            url: crate::egress::cut(url, max),
+            headers: headers.iter().map(|h| crate::egress::cut(h, max)).collect(),
             body,
         }
+    }
+
+    /// Whether nothing of the request was cut: a human approves only what they can see
+    /// whole.
+    pub fn whole(&self) -> bool {
+        let cut = |text: &str| text.ends_with(" chars]") && text.contains("… [");
+        !cut(&self.url)
+            && !self.headers.iter().any(|h| cut(h))
+            && !self.body.as_deref().is_some_and(cut)
     }
 
     /// The request in a few words: `refunds.create (POST https://…/refunds)`.
@@ -85,13 +101,20 @@ impl Ask {
 
     /// The request in a few lines, for a form or a page.
     pub fn describe(&self) -> String {
+        let request = &self.request;
+        let what = match &request.operation {
+            Some(op) => format!("{op}: {} {}", request.method, request.url),
+            None => format!("{} {}", request.method, request.url),
+        };
         let mut text = format!(
             "An agent's script (execution {}) wants to send a request that needs your approval \
-             ({}).\n\n{}",
-            self.execution,
-            self.because,
-            self.request.what()
+             ({}).\n\n{what}",
+            self.execution, self.because
         );
+        for header in &request.headers {
+            text.push('\n');
+            text.push_str(header);
+        }
         if let Some(body) = &self.request.body {
             text.push_str("\n\nBody:\n");
             text.push_str(body);
@@ -106,16 +129,24 @@ impl Ask {
 pub struct Fingerprint(pub String);
 
 impl Fingerprint {
-    /// The fingerprint of a request.
-    pub fn of(operation: Option<&str>, method: &str, url: &str, body: Option<&[u8]>) -> Self {
+    /// The fingerprint of a request: `headers` are the ones the script or the SDK set
+    /// (`name: value`, in any order: they are sorted).
+    pub fn of(
+        operation: Option<&str>,
+        method: &str,
+        url: &str,
+        headers: &[String],
+        body: Option<&[u8]>,
+    ) -> Self {
         let mut hash = Sha256::new();
-        for part in [
-            operation.unwrap_or("").as_bytes(),
-            method.as_bytes(),
-            url.as_bytes(),
-        ] {
+        let mut headers: Vec<&String> = headers.iter().collect();
+        headers.sort();
+        let parts = [operation.unwrap_or(""), method, url]
+            .into_iter()
+            .chain(headers.into_iter().map(String::as_str));
+        for part in parts {
             hash.update((part.len() as u64).to_le_bytes());
-            hash.update(part);
+            hash.update(part.as_bytes());
         }
         hash.update(Sha256::digest(body.unwrap_or_default()));
         Self(hex(&hash.finalize()))
@@ -180,39 +211,54 @@ mod tests {
 
     #[test]
     fn a_fingerprint_changes_with_every_part() {
-        let base = Fingerprint::of(Some("a.b"), "POST", "http://h/x", Some(b"{}"));
+        let of = |op: Option<&str>, method, url, headers: &[&str], body: &[u8]| {
+            let headers: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
+            Fingerprint::of(op, method, url, &headers, Some(body))
+        };
+        let base = of(Some("a.b"), "POST", "http://h/x", &["a: 1", "b: 2"], b"{}");
         assert_eq!(
             base,
-            Fingerprint::of(Some("a.b"), "POST", "http://h/x", Some(b"{}"))
+            of(Some("a.b"), "POST", "http://h/x", &["b: 2", "a: 1"], b"{}"),
+            "header order does not matter"
         );
         for other in [
-            Fingerprint::of(None, "POST", "http://h/x", Some(b"{}")),
-            Fingerprint::of(Some("a.b"), "PUT", "http://h/x", Some(b"{}")),
-            Fingerprint::of(Some("a.b"), "POST", "http://h/y", Some(b"{}")),
-            Fingerprint::of(Some("a.b"), "POST", "http://h/x", Some(b"{ }")),
-            Fingerprint::of(Some("a.bP"), "OST", "http://h/x", Some(b"{}")),
+            of(None, "POST", "http://h/x", &["a: 1", "b: 2"], b"{}"),
+            of(Some("a.b"), "PUT", "http://h/x", &["a: 1", "b: 2"], b"{}"),
+            of(Some("a.b"), "POST", "http://h/y", &["a: 1", "b: 2"], b"{}"),
+            of(Some("a.b"), "POST", "http://h/x", &["a: 1", "b: 3"], b"{}"),
+            of(Some("a.b"), "POST", "http://h/x", &["a: 1"], b"{}"),
+            of(Some("a.b"), "POST", "http://h/x", &["a: 1", "b: 2"], b"{ }"),
+            of(Some("a.bP"), "OST", "http://h/x", &["a: 1", "b: 2"], b"{}"),
         ] {
             assert_ne!(base, other);
         }
     }
 
     #[test]
-    fn a_human_sees_the_body_pretty_and_bounded() {
+    fn a_human_sees_the_body_pretty_and_whole_or_not_at_all() {
         let json = Some(br#"{"a":1}"#.as_slice());
-        let shown = Shown::new(None, "POST", "http://h/x", json, MAX_SHOWN_BODY);
+        let headers = ["x-tenant: t1".to_owned()];
+        let shown = Shown::new(None, "POST", "http://h/x", &headers, json, MAX_SHOWN);
         assert_eq!(shown.body.as_deref(), Some("{\n  \"a\": 1\n}"));
+        assert!(shown.whole());
         let big = vec![b'x'; 10_000];
-        let shown = Shown::new(None, "POST", "http://h/x", Some(&big), MAX_SHOWN_BODY);
-        assert!(shown.body.unwrap().chars().count() < MAX_SHOWN_BODY + 30);
-        let ask = Ask::new(
-            "e1",
-            Shown::new(Some("a.b".into()), "POST", "http://h/x", json, 10),
-            "rule",
+        let shown = Shown::new(None, "POST", "http://h/x", &[], Some(&big), MAX_SHOWN);
+        assert!(shown.body.as_ref().unwrap().chars().count() < MAX_SHOWN + 30);
+        assert!(!shown.whole());
+        let long_url = format!("http://h/x?{}&evil=1", "a".repeat(MAX_SHOWN));
+        assert!(!Shown::new(None, "POST", &long_url, &[], None, MAX_SHOWN).whole());
+        let shown = Shown::new(
+            Some("a.b".into()),
+            "POST",
+            "http://h/x",
+            &headers,
+            json,
+            100,
         );
+        let text = Ask::new("e1", shown, "rule").describe();
         assert!(
-            ask.describe().contains("a.b (POST http://h/x)"),
-            "{}",
-            ask.describe()
+            text.contains("a.b: POST http://h/x") && text.contains("x-tenant: t1"),
+            "{text}"
         );
     }
 }

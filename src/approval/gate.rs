@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::ask::{Answer, Approver, Ask, Fingerprint, MAX_SHOWN_BODY, Shown, code_digest};
+use super::ask::{Answer, Approver, Ask, Fingerprint, MAX_SHOWN, Shown, code_digest};
 use super::audit::AuditLine;
 use super::grants::Standing;
 use super::journal::Journal;
@@ -209,13 +209,7 @@ impl Gate {
             channel,
         };
         let fingerprint = request.fingerprint();
-        let shown = Shown::new(
-            operation.clone(),
-            request.method,
-            request.url,
-            request.body,
-            MAX_SHOWN_BODY,
-        );
+        let shown = request.shown(MAX_SHOWN);
         let replayed = (write && rule != Rule::Deny && !self.dry_run)
             .then(|| lock(&self.state).retry.journal.take(&fingerprint))
             .flatten();
@@ -263,13 +257,7 @@ impl Gate {
             state.plan_dropped += 1;
             return;
         }
-        let shown = Shown::new(
-            request.classified.operation.clone(),
-            request.method,
-            request.url,
-            request.body,
-            MAX_PLANNED_BODY,
-        );
+        let shown = request.shown(MAX_PLANNED_BODY);
         state.plan.push(Planned {
             request: shown,
             policy: rule,
@@ -293,20 +281,9 @@ impl Gate {
             )
         };
         {
+            // An explicit denial wins over any approval, "every write" included.
             let mut state = lock(&self.state);
-            if let Some((by, channel)) = state.all_approved.clone() {
-                return (Verdict::Approved, Some(by), Some(channel), None);
-            }
             let channel = state.retry_channel.clone();
-            if let Some(at) = state.retry.approved.iter().position(|g| g == fingerprint) {
-                state.retry.approved.remove(at);
-                return (
-                    Verdict::Approved,
-                    Some("the user".into()),
-                    Some(channel),
-                    None,
-                );
-            }
             if let Some((_, by)) = state.retry.denied.iter().find(|(f, _)| f == fingerprint) {
                 let message = denied(by, &channel);
                 return (
@@ -316,6 +293,26 @@ impl Gate {
                     Some(message),
                 );
             }
+            if let Some((by, channel)) = state.all_approved.clone() {
+                return (Verdict::Approved, Some(by), Some(channel), None);
+            }
+            if let Some(at) = state.retry.approved.iter().position(|g| g == fingerprint) {
+                state.retry.approved.remove(at);
+                return (
+                    Verdict::Approved,
+                    Some("the user".into()),
+                    Some(channel),
+                    None,
+                );
+            }
+        }
+        if !shown.whole() {
+            let message = format!(
+                "{what} is too large to show a human whole (a URL, header or body over \
+                 {MAX_SHOWN} characters), and nobody approves what they cannot read; it was not \
+                 sent. Send smaller requests"
+            );
+            return (Verdict::Denied, None, None, Some(message));
         }
         let on_page = || Some(page::CHANNEL.to_owned());
         match self.approvals.grants.take(&self.code, fingerprint) {
@@ -414,6 +411,7 @@ impl Gate {
         let note = match &decision {
             Decision::Send(note) | Decision::Answer(note, _) | Decision::Refuse(note, _) => note,
         };
+        let url = cut(request.url, crate::egress::MAX_LOGGED_URL);
         let line = AuditLine {
             time: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -422,7 +420,7 @@ impl Gate {
             code: &self.code,
             operation: operation.as_deref(),
             method: request.method,
-            url: request.url,
+            url: &url,
             fingerprint: &fingerprint.0,
             note,
         };

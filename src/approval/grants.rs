@@ -17,6 +17,9 @@ pub const GRANT_LIFETIME: Duration = Duration::from_secs(600);
 /// Grants kept at most; the oldest go first.
 const MAX_GRANTS: usize = 1_000;
 
+/// Journals kept at most (each holds at most a MiB of responses); the oldest go first.
+const MAX_JOURNALS: usize = 64;
+
 /// What a grant lets through.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Granted {
@@ -78,8 +81,13 @@ impl Grants {
         let mut journals = lock(&self.journals);
         let now = Instant::now();
         journals.retain(|_, (_, expires)| *expires > now);
-        if journals.len() >= MAX_GRANTS {
-            return;
+        if journals.len() >= MAX_JOURNALS
+            && let Some(oldest) = journals
+                .iter()
+                .min_by_key(|(_, (_, expires))| *expires)
+                .map(|(code, _)| code.clone())
+        {
+            journals.remove(&oldest);
         }
         if !journal.is_empty() {
             journals.insert(code.to_owned(), (journal, now + GRANT_LIFETIME));
@@ -101,13 +109,21 @@ impl Grants {
         let mut grants = lock(&self.grants);
         let now = Instant::now();
         grants.retain(|g| g.expires > now);
-        let found = grants.iter().position(|g| {
+        // A denial of this request wins over any approval, "every write" included.
+        let denied =
+            |g: &Grant| g.code == code && g.granted == Granted::Denied(fingerprint.clone());
+        let approved = |g: &Grant| {
             g.code == code
                 && match &g.granted {
-                    Granted::One(f) | Granted::Denied(f) => f == fingerprint,
+                    Granted::One(f) => f == fingerprint,
                     Granted::All => true,
+                    Granted::Denied(_) => false,
                 }
-        });
+        };
+        let found = grants
+            .iter()
+            .position(denied)
+            .or_else(|| grants.iter().position(approved));
         let Some(at) = found else {
             return Standing::Open;
         };
@@ -148,5 +164,22 @@ mod tests {
         grants.give("code", Granted::All, "the user");
         tokio::time::advance(GRANT_LIFETIME + Duration::from_secs(1)).await;
         assert_eq!(grants.take("code", &write), Standing::Open);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_denial_wins_over_approving_every_write() {
+        let grants = Grants::default();
+        let harmful = Fingerprint("harmful".into());
+        grants.give("code", Granted::All, "the user");
+        grants.give("code", Granted::Denied(harmful.clone()), "the user");
+        assert_eq!(
+            grants.take("code", &harmful),
+            Standing::Denied("the user".into())
+        );
+        let benign = Fingerprint("benign".into());
+        assert_eq!(
+            grants.take("code", &benign),
+            Standing::ApprovedAll("the user".into())
+        );
     }
 }

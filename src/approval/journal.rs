@@ -11,9 +11,6 @@ use crate::egress::ScriptResponse;
 /// Bytes of response bodies one journal keeps; a larger body is kept as a note.
 pub const MAX_JOURNAL_BYTES: usize = 1 << 20;
 
-/// Writes one journal keeps.
-const MAX_ENTRIES: usize = 100;
-
 /// One write sent, and what came back.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Sent {
@@ -45,15 +42,21 @@ impl Journal {
         Some(self.entries.remove(at).response)
     }
 
-    /// Records a write that was sent; a body that would make the journal larger than
-    /// [`MAX_JOURNAL_BYTES`] is kept as a note, so the write is still never sent twice.
+    /// Records a write that was sent (every one: the request budget bounds their number); a
+    /// response that would make the journal larger than [`MAX_JOURNAL_BYTES`] is kept as a
+    /// note without its headers and body, so the write is still never sent twice.
     pub fn record(&mut self, fingerprint: Fingerprint, response: &ScriptResponse) {
-        if self.entries.len() >= MAX_ENTRIES {
-            return;
-        }
-        let kept: usize = self.entries.iter().map(|e| e.response.body.len()).sum();
+        let size = |r: &ScriptResponse| {
+            r.body.len()
+                + r.headers
+                    .iter()
+                    .map(|(k, v)| k.len() + v.len())
+                    .sum::<usize>()
+        };
+        let kept: usize = self.entries.iter().map(|e| size(&e.response)).sum();
         let mut response = response.clone();
-        if kept + response.body.len() > MAX_JOURNAL_BYTES {
+        if kept + size(&response) > MAX_JOURNAL_BYTES {
+            response.headers.clear();
             response.body = serde_json::json!({
                 "x-sdkbox-replayed": "this write was sent by an earlier run of the same code; its \
                                       response was too large to keep, and the write was not sent again"

@@ -103,18 +103,33 @@ pub struct Request<'a> {
     pub method: &'a str,
     /// Final URL, query included (secret-free: the credential goes in later).
     pub url: &'a str,
+    /// The headers the script or the SDK set (`name: value`; the credential is not one).
+    pub headers: &'a [String],
     /// The body.
     pub body: Option<&'a [u8]>,
 }
 
 impl Request<'_> {
-    /// Its fingerprint: the operation it matched, method, URL and body digest.
+    /// Its fingerprint: the operation it matched, method, URL, headers and body digest.
     pub fn fingerprint(&self) -> Fingerprint {
         Fingerprint::of(
             self.classified.operation.as_deref(),
             self.method,
             self.url,
+            self.headers,
             self.body,
+        )
+    }
+
+    /// The request as a human or a plan shows it, each part cut to `max` characters.
+    pub fn shown(&self, max: usize) -> Shown {
+        Shown::new(
+            self.classified.operation.clone(),
+            self.method,
+            self.url,
+            self.headers,
+            self.body,
+            max,
         )
     }
 }

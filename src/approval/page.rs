@@ -94,8 +94,13 @@ impl ApprovalPage {
     /// same code sent (their writes are answered from the journal, not sent again).
     pub fn gate(&self, approvals: Approvals, digest: String, dry_run: bool) -> Gate {
         let approver = Arc::new(PageApprover::new(self.clone(), &digest));
+        // A dry run sends no write, so it neither needs nor spends the journal.
+        let journal = match dry_run {
+            true => Default::default(),
+            false => self.inner.grants.take_journal(&digest),
+        };
         let carried = Retry {
-            journal: self.inner.grants.take_journal(&digest),
+            journal,
             ..Retry::default()
         };
         Gate::new(approvals, Some(approver), digest, dry_run).with_retry(carried, CHANNEL)
@@ -236,6 +241,7 @@ async fn show(
         ),
     };
     let ask = &item.ask;
+    let headers = ask.request.headers.join("\n");
     let rows = [
         ("Execution", ask.execution.as_str()),
         (
@@ -247,10 +253,11 @@ async fn show(
         ),
         ("Method", ask.request.method.as_str()),
         ("URL", ask.request.url.as_str()),
+        ("Headers", &headers),
         ("Why", ask.because.as_str()),
     ]
     .iter()
-    .map(|(k, v)| format!("<tr><th>{k}</th><td>{}</td></tr>", escape(v)))
+    .map(|(k, v)| format!("<tr><th>{k}</th><td><pre>{}</pre></td></tr>", escape(v)))
     .collect::<String>();
     let request_body = ask
         .request

@@ -101,6 +101,9 @@ pub struct Rules {
     base: Url,
     /// What a write that matches no operation gets: the strictest rule any write has.
     unmatched_write: (Rule, String),
+    /// What a read that matches no operation gets: the strictest rule any read has, so that
+    /// a read under a rule cannot dodge it by spelling its path another way.
+    unmatched_read: (Rule, String),
     read_only: bool,
 }
 
@@ -173,6 +176,21 @@ impl Rules {
             };
             (strictest, because)
         };
+        let strictest_read = operations
+            .iter()
+            .zip(&of)
+            .filter(|(op, _)| !crate::egress::is_write(&op.method))
+            .map(|(_, (rule, _))| *rule)
+            .max()
+            .unwrap_or(Rule::Allow);
+        let unmatched_read = match strictest_read {
+            Rule::Allow => (Rule::Allow, "reads are allowed".to_owned()),
+            rule => (
+                rule,
+                "a read that matches no operation of the spec gets the strictest rule any read has"
+                    .to_owned(),
+            ),
+        };
         let routes = operations
             .iter()
             .enumerate()
@@ -195,6 +213,7 @@ impl Rules {
             routes,
             base,
             unmatched_write,
+            unmatched_read,
             read_only: overrides.read_only,
         })
     }
@@ -213,6 +232,7 @@ impl Rules {
             routes: Vec::new(),
             base,
             unmatched_write: (unmatched_write.0, unmatched_write.1.to_owned()),
+            unmatched_read: (Rule::Allow, "reads are allowed".to_owned()),
             read_only: overrides.read_only,
         }
     }
@@ -243,8 +263,8 @@ impl Rules {
             None => Classified {
                 operation: None,
                 index: None,
-                rule: Rule::Allow,
-                because: "reads are allowed".to_owned(),
+                rule: self.unmatched_read.0,
+                because: self.unmatched_read.1.clone(),
             },
         }
     }
@@ -297,7 +317,11 @@ impl Rules {
         }
         self.routes
             .iter()
-            .filter(|route| route.method == method && route.segments.len() == given.len())
+            .filter(|route| {
+                // HEAD runs the GET handler in most frameworks.
+                let same = route.method == method || (method == "HEAD" && route.method == "GET");
+                same && route.segments.len() == given.len()
+            })
             .filter(|route| {
                 route
                     .segments
@@ -446,6 +470,28 @@ mod tests {
         }
         let other = Url::parse("http://127.0.0.1:10/v1/customers").unwrap();
         assert_eq!(rules.classify("POST", &other, None).rule, Rule::Deny);
+    }
+
+    #[test]
+    fn a_read_under_a_rule_cannot_dodge_it_by_spelling_or_by_head() {
+        let file = "[operations]\n\"refunds.*\" = \"deny\"\n";
+        let rules = rules(file, PolicyOverrides::default()).unwrap();
+        for path in ["/refunds", "/%72efunds", "/Refunds", "/refunds;x"] {
+            assert_eq!(
+                rules.classify("GET", &url(path), None).rule,
+                Rule::Deny,
+                "{path}"
+            );
+        }
+        assert_eq!(
+            rules.classify("HEAD", &url("/refunds"), None).rule,
+            Rule::Deny
+        );
+        let open = super::tests::rules("", PolicyOverrides::default()).unwrap();
+        assert_eq!(
+            open.classify("GET", &url("/nowhere"), None).rule,
+            Rule::Allow
+        );
     }
 
     #[test]

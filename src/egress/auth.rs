@@ -140,6 +140,13 @@ impl Credential {
         hasher.write(self.secret.expose().as_bytes());
     }
 
+    /// Feeds the scheme and the secret to `out`, for a keyed digest of who this credential
+    /// acts as (never the secret itself).
+    pub(super) fn feed(&self, out: &mut dyn FnMut(&[u8])) {
+        out(format!("{:?}", self.scheme).as_bytes());
+        out(self.secret.expose().as_bytes());
+    }
+
     /// The scrubber that keeps this secret out of what scripts and clients see.
     pub fn scrubber(&self) -> Scrubber {
         Scrubber::for_secret(self.secret.expose())

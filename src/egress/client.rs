@@ -133,6 +133,25 @@ impl Client {
         self.identity
     }
 
+    /// Who this client acts as, under `key`: the same for every process that shares the key.
+    pub fn keyed_identity(&self, key: &[u8]) -> u64 {
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        let mut feed = |bytes: &[u8]| {
+            hash.update((bytes.len() as u64).to_le_bytes());
+            hash.update(bytes);
+        };
+        feed(key);
+        feed(self.config.base_url.as_str().as_bytes());
+        if let Some(credential) = &self.config.credential {
+            credential.feed(&mut feed);
+        }
+        let digest = hash.finalize();
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&digest[..8]);
+        u64::from_le_bytes(first)
+    }
+
     pub fn policy(&self) -> &OriginPolicy {
         &self.policy
     }

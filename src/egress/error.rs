@@ -113,6 +113,16 @@ pub enum EgressError {
         /// What failed, secret scrubbed.
         reason: String,
     },
+    /// A body field that frameworks read as the method (`_method`).
+    #[error(
+        "the request body has a `{field}` field, which frameworks (Rails, Laravel, Symfony) read \
+         as the HTTP method, so the request would act as another operation; send the method you \
+         mean instead"
+    )]
+    MethodOverride {
+        /// The field.
+        field: String,
+    },
     /// The HTTP client could not be built from the configuration.
     #[error("cannot set up the HTTP client: {0}")]
     Setup(String),
@@ -131,9 +141,10 @@ impl EgressError {
     /// A short machine-readable name for the failure, shown to the script as `error.kind`.
     pub fn kind(&self) -> &'static str {
         match self {
-            Self::InvalidUrl { .. } | Self::InvalidMethod { .. } | Self::InvalidHeader { .. } => {
-                "invalid_request"
-            }
+            Self::InvalidUrl { .. }
+            | Self::InvalidMethod { .. }
+            | Self::InvalidHeader { .. }
+            | Self::MethodOverride { .. } => "invalid_request",
             Self::Disallowed { .. }
             | Self::UserInfo { .. }
             | Self::PrivateAddress { .. }

@@ -122,4 +122,10 @@ impl Egress {
     pub fn identity(&self) -> u64 {
         self.inner.identity()
     }
+
+    /// Who this egress acts as, keyed with `key` rather than this process's own key: equal
+    /// across the replicas that share it, so an approval state sealed by one opens on another.
+    pub fn keyed_identity(&self, key: &[u8]) -> u64 {
+        self.inner.keyed_identity(key)
+    }
 }

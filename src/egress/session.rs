@@ -238,10 +238,16 @@ impl EgressSession {
         let noted = |note: Note| {
             (is_write(checked.method.as_str()) || note.rule != Rule::Allow).then_some(note)
         };
+        let headers: Vec<String> = checked
+            .headers
+            .iter()
+            .map(|(name, value)| format!("{name}: {}", String::from_utf8_lossy(value.as_bytes())))
+            .collect();
         let request = Request {
             classified,
             method: checked.method.as_str(),
             url: &shown,
+            headers: &headers,
             body: checked.body.as_deref(),
         };
         let fingerprint = request.fingerprint();
@@ -381,6 +387,14 @@ impl EgressSession {
             let error = EgressError::RequestTooLarge {
                 size: body.len(),
                 limit,
+            };
+            return Err((shown, error));
+        }
+        if let Some(body) = &request.body
+            && overrides_method(body.as_bytes())
+        {
+            let error = EgressError::MethodOverride {
+                field: "_method".to_owned(),
             };
             return Err((shown, error));
         }
@@ -595,6 +609,19 @@ fn resolve_url(base: &Url, given: &str, kind: UrlKind) -> Result<Url, EgressErro
     }
 }
 
+/// Whether a body carries `_method`, as a form field or a top-level JSON key: frameworks
+/// read it as the method, as they read the query's (which is dropped).
+fn overrides_method(body: &[u8]) -> bool {
+    // Cheap first: no body without the word (`%5Fmethod` included) needs parsing.
+    if memchr::memmem::find(body, b"method").is_none() {
+        return false;
+    }
+    let json = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .is_some_and(|value| value.get("_method").is_some());
+    json || url::form_urlencoded::parse(body).any(|(key, _)| key == "_method")
+}
+
 /// Appends the script's query pairs, dropping any that would carry the credential.
 fn append_query(
     url: &mut Url,
@@ -653,6 +680,15 @@ mod tests {
         ] {
             assert_eq!(retry_after(absurd), None, "{absurd}");
         }
+    }
+
+    #[test]
+    fn a_method_in_the_body_is_found_in_forms_and_json() {
+        assert!(overrides_method(b"_method=DELETE"));
+        assert!(overrides_method(b"name=x&%5Fmethod=DELETE"));
+        assert!(overrides_method(br#"{"_method": "DELETE", "name": "x"}"#));
+        assert!(!overrides_method(br#"{"note": "uses _method internally"}"#));
+        assert!(!overrides_method(b"name=x_method"));
     }
 
     #[test]

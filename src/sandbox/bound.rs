@@ -118,6 +118,10 @@ pub fn fit(outcome: &mut Outcome, budget: usize) {
                 let request = &mut planned.request;
                 request.url = cut(&request.url, 100);
                 request.body = request.body.as_deref().map(|b| cut(b, 60));
+                request.headers.truncate(3);
+                for header in &mut request.headers {
+                    *header = cut(header, 60);
+                }
             }
         } else if outcome.error.as_ref().is_some_and(|e| {
             // 200 characters, and the note of how long it was.
@@ -216,6 +220,7 @@ mod tests {
                         operation: Some("a.b".into()),
                         method: "POST".into(),
                         url: escaped.clone(),
+                        headers: vec![escaped.clone()],
                         body: Some(escaped.clone()),
                     },
                     policy: crate::approval::Rule::Approve,

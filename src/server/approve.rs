@@ -159,14 +159,24 @@ impl Approver for RetryApprover {
 /// rounds hand the next one (decisions not used yet, writes already sent).
 #[derive(Debug, Serialize, Deserialize)]
 struct Asked {
+    /// Makes the state single use: a state whose nonce was seen is refused.
+    nonce: String,
     writes: Vec<(String, Fingerprint)>,
     carried: Retry,
 }
 
+/// Nonces remembered at most; past this, the oldest go (their states may then open twice,
+/// each still bound to its code, caller and expiry).
+const MAX_USED: usize = 10_000;
+
 /// Seals and opens request states.
 pub struct Retries {
     codec: RequestStateCodec,
+    /// The codec's key, which also names callers the same way on every replica.
+    key: Vec<u8>,
     lifetime: Duration,
+    /// The nonces of states already opened, with when they expire.
+    used: std::sync::Mutex<std::collections::VecDeque<(String, tokio::time::Instant)>>,
 }
 
 impl Retries {
@@ -181,8 +191,13 @@ impl Retries {
                 key.to_vec()
             }
         };
-        let codec = RequestStateCodec::try_new(key).map_err(|e| e.to_string())?;
-        Ok(Self { codec, lifetime })
+        let codec = RequestStateCodec::try_new(key.clone()).map_err(|e| e.to_string())?;
+        Ok(Self {
+            codec,
+            key,
+            lifetime,
+            used: std::sync::Mutex::default(),
+        })
     }
 
     /// The input-required result asking about `waiting` writes of the code with this
@@ -208,7 +223,14 @@ impl Retries {
             .ttl(self.lifetime);
         let state = self
             .codec
-            .seal_json_with(&Asked { writes, carried }, &options)
+            .seal_json_with(
+                &Asked {
+                    nonce: nonce()?,
+                    writes,
+                    carried,
+                },
+                &options,
+            )
             .map_err(|e| e.to_string())?;
         Ok(InputRequiredResult::new(Some(requests), Some(state)))
     }
@@ -230,6 +252,7 @@ impl Retries {
                  ({e}); run the code again without it"
                 )
             })?;
+        self.spend(&asked.nonce)?;
         let mut retry = asked.carried;
         for (key, fingerprint) in asked.writes {
             let result = responses
@@ -252,11 +275,79 @@ impl Retries {
     }
 }
 
+impl Retries {
+    /// Who `egress` acts as, named the same on every replica with the same key: what the code
+    /// digest binds approvals to.
+    pub fn caller(&self, egress: &crate::egress::Egress) -> u64 {
+        egress.keyed_identity(&self.key)
+    }
+
+    /// Marks a state's nonce used; a nonce seen before is refused, so one answer approves one
+    /// retry, never many.
+    fn spend(&self, nonce: &str) -> Result<(), String> {
+        let mut used = self
+            .used
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let now = tokio::time::Instant::now();
+        while used.front().is_some_and(|(_, expires)| *expires <= now) || used.len() >= MAX_USED {
+            used.pop_front();
+        }
+        if used.iter().any(|(seen, _)| seen == nonce) {
+            return Err(
+                "this requestState was already used: each approval answers one retry; run the \
+                 code again without it"
+                    .to_owned(),
+            );
+        }
+        used.push_back((nonce.to_owned(), now + self.lifetime));
+        Ok(())
+    }
+}
+
+fn nonce() -> Result<String, String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness for a nonce: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 /// The approver a call gets for an MCP `channel`, if it is one.
 pub fn approver(channel: &Channel) -> Option<Arc<dyn Approver>> {
     match channel {
         Channel::Elicit(peer) => Some(Arc::new(ElicitApprover { peer: peer.clone() })),
         Channel::Retry => Some(Arc::new(RetryApprover)),
         Channel::None => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approval::Shown;
+
+    #[test]
+    fn a_request_state_answers_one_retry_for_its_own_code_only() {
+        let retries = Retries::new(None, Duration::from_secs(60)).unwrap();
+        let shown = Shown::new(None, "POST", "http://h/x", &[], None, 100);
+        let ask = Ask::new("e1", shown, "rule");
+        let write = Fingerprint("w".into());
+        let waiting = [(ask, write.clone(), String::new())];
+        let required = retries
+            .input_required("code", &waiting, Retry::default())
+            .unwrap();
+        let state = required.request_state.unwrap();
+        let yes: InputResponses = [(
+            "approve-0".to_owned(),
+            json!({"action": "accept", "content": {"decision": "approve"}}),
+        )]
+        .into();
+        assert!(retries.approved("other code", &state, Some(&yes)).is_err());
+        let approved = retries.approved("code", &state, Some(&yes)).unwrap();
+        assert_eq!(approved.approved, [write]);
+        let again = retries.approved("code", &state, Some(&yes)).unwrap_err();
+        assert!(again.contains("already used"), "{again}");
+        let mut forged = state.clone();
+        forged.push('x');
+        assert!(retries.approved("code", &forged, Some(&yes)).is_err());
     }
 }

@@ -137,7 +137,7 @@ impl SdkboxServer {
         }
         let egress = self.egress_for(&context)?;
         let channel = approve::channel(&context);
-        let digest = code_digest(egress.identity(), &input.code);
+        let digest = code_digest(self.provider.retries.caller(&egress), &input.code);
         let approvals = &self.provider.approvals;
         let dry_run = input.dry_run.unwrap_or(false);
         let page = match channel {

@@ -378,6 +378,7 @@ mod tests {
                     operation: Some("orders.create".into()),
                     method: "POST".into(),
                     url: "https://api.example.com/v1/orders".into(),
+                    headers: vec!["x-tenant: t1".into()],
                     body: Some("{}".into()),
                 },
                 policy: Rule::Approve,

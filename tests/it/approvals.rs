@@ -501,3 +501,44 @@ async fn many_waits_cannot_stretch_an_execution_past_the_approval_timeout() {
     // The three at once were asked; once the time was used up, nobody was asked any more.
     assert_eq!(silent.asked.load(Ordering::SeqCst), 3);
 }
+
+/// Found by review: a `_method` field in a body would make some frameworks act as another
+/// method, and a request too large to show whole would be approved unseen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_method_override_is_refused_and_a_human_is_never_shown_a_cut_request() {
+    let policy =
+        "[policy]\nwrites = \"allow\"\n[policy.operations]\n\"customers.delete\" = \"deny\"\n";
+    let demo = demo(policy, ApprovalArgs::default()).await;
+    let outcome = demo
+        .run(
+            "await api.request('POST', '/customers/cus_001', { headers: { 'content-type': \
+             'application/x-www-form-urlencoded' }, body: '_method=DELETE&name=Gone' });",
+        )
+        .await;
+    let error = outcome.error.unwrap();
+    assert!(error.message.contains("`_method`"), "{}", error.message);
+    assert!(!demo.customers().await.iter().any(|n| n == "Gone"));
+    let demo = demo_with_approvals().await;
+    let yes = human(
+        Answer::Approve {
+            by: "the user".into(),
+        },
+        Duration::ZERO,
+    );
+    let code = "await api.customers.create({ name: 'huge', email: 'h@x.io', \
+                metadata: { pad: 'p'.repeat(9000), zz_amount: '999999' } });";
+    let outcome = demo.run_with(code, Some(yes.clone()), false).await;
+    assert!(
+        outcome
+            .error
+            .unwrap()
+            .message
+            .contains("too large to show a human whole")
+    );
+    assert_eq!(yes.asked.load(Ordering::SeqCst), 0);
+    assert!(!demo.customers().await.iter().any(|n| n == "huge"));
+}
+
+async fn demo_with_approvals() -> Demo {
+    demo("", ApprovalArgs::default()).await
+}
