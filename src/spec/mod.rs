@@ -4,6 +4,7 @@
 //! Invariants: only this module reads raw specs; nothing on the request path parses one.
 //! A broken operation is a warning that names its place, never a failure of the whole spec.
 
+mod cache;
 mod model;
 mod naming;
 mod operations;
@@ -100,7 +101,13 @@ pub struct Spec {
 
 /// Loads the spec at `source`: a file path or an http(s) URL.
 pub async fn load(source: &str) -> Result<Spec, SpecError> {
-    let (document, _) = source::read(source).await?;
+    load_cached(source, cache::default_dir().as_deref()).await
+}
+
+/// Loads a spec, keeping a spec fetched by URL in `cache` (and falling back to it when the
+/// fetch fails).
+pub async fn load_cached(source: &str, cache: Option<&std::path::Path>) -> Result<Spec, SpecError> {
+    let (document, _) = source::read(source, cache).await?;
     Ok(from_document(&document))
 }
 

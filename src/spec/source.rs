@@ -5,10 +5,23 @@ use serde_json::Value;
 
 use super::SpecError;
 
-/// Reads and parses the spec at `source` (a path or an http(s) URL).
-pub async fn read(source: &str) -> Result<(Value, String), SpecError> {
+/// Reads and parses the spec at `source` (a path or an http(s) URL; a URL's spec is cached
+/// in `cache`, see [`super::cache`]).
+pub async fn read(
+    source: &str,
+    cache: Option<&std::path::Path>,
+) -> Result<(Value, String), SpecError> {
     let text = if source.starts_with("https://") || source.starts_with("http://") {
-        fetch(source).await?
+        let usable = |text: &str| {
+            let document = parse(source, text).map_err(|e| e.to_string())?;
+            check_version(source, &document).map_err(|e| e.to_string())
+        };
+        super::cache::fetch(source, cache, usable)
+            .await
+            .map_err(|reason| SpecError::Read {
+                source_name: source.to_owned(),
+                reason,
+            })?
     } else {
         std::fs::read_to_string(source).map_err(|e| SpecError::Read {
             source_name: source.to_owned(),
@@ -18,18 +31,6 @@ pub async fn read(source: &str) -> Result<(Value, String), SpecError> {
     let document = parse(source, &text)?;
     check_version(source, &document)?;
     Ok((document, text))
-}
-
-async fn fetch(url: &str) -> Result<String, SpecError> {
-    let failed = |reason: String| SpecError::Read {
-        source_name: url.to_owned(),
-        reason,
-    };
-    let response = reqwest::get(url).await.map_err(|e| failed(e.to_string()))?;
-    if !response.status().is_success() {
-        return Err(failed(format!("HTTP {}", response.status())));
-    }
-    response.text().await.map_err(|e| failed(e.to_string()))
 }
 
 /// Parses JSON, or YAML when the text does not start like JSON.

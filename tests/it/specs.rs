@@ -193,3 +193,61 @@ async fn unusable_specs_get_clear_errors() {
         "{warnings:?}"
     );
 }
+
+/// A spec fetched by URL is cached: the next start revalidates it (`If-None-Match`, answered
+/// 304), and a start whose fetch fails uses the copy; with no copy, the failure is the error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spec_fetched_by_url_is_cached_revalidated_and_used_offline() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let revalidated = Arc::new(AtomicUsize::new(0));
+    let counter = revalidated.clone();
+    let app = axum::Router::new().route(
+        "/openapi.yaml",
+        axum::routing::get(move |headers: axum::http::HeaderMap| {
+            let counter = counter.clone();
+            async move {
+                if headers.get("if-none-match").and_then(|v| v.to_str().ok()) == Some("\"v1\"") {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    return (
+                        axum::http::StatusCode::NOT_MODIFIED,
+                        [("etag", "\"v1\"")],
+                        String::new(),
+                    );
+                }
+                (
+                    axum::http::StatusCode::OK,
+                    [("etag", "\"v1\"")],
+                    sdkbox::demo::SPEC.to_owned(),
+                )
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/openapi.yaml", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let cache = tempfile::tempdir().unwrap();
+    let first = sdkbox::spec::load_cached(&url, Some(cache.path()))
+        .await
+        .unwrap();
+    let second = sdkbox::spec::load_cached(&url, Some(cache.path()))
+        .await
+        .unwrap();
+    assert_eq!(
+        revalidated.load(Ordering::SeqCst),
+        1,
+        "the second start revalidates"
+    );
+    assert_eq!(first.api.operations.len(), second.api.operations.len());
+    server.abort();
+    let _ = server.await;
+    let offline = sdkbox::spec::load_cached(&url, Some(cache.path()))
+        .await
+        .unwrap();
+    assert_eq!(offline.api.operations.len(), first.api.operations.len());
+    let empty = tempfile::tempdir().unwrap();
+    let error = sdkbox::spec::load_cached(&url, Some(empty.path()))
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains(&url), "{error}");
+}
