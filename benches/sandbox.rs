@@ -148,12 +148,7 @@ async fn measure(executor: &Executor, split: bool) {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
-        totals.sort();
-        println!(
-            "| {name}: p50 / p95 | {:.2} ms / {:.2} ms |",
-            ms(totals[RUNS / 2]),
-            ms(totals[RUNS * 95 / 100])
-        );
+        latency_row(name, &mut totals);
         println!("| {name}: {} |", breakdown(&timings));
     }
     throughput(executor, 1, "").await;
@@ -228,12 +223,7 @@ async fn write_cost(pool: &Pool, base: &Url) {
             totals.push(started.elapsed());
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        totals.sort();
-        println!(
-            "| {name}: p50 / p95 | {:.2} ms / {:.2} ms |",
-            ms(totals[RUNS / 2]),
-            ms(totals[RUNS * 95 / 100])
-        );
+        latency_row(name, &mut totals);
     }
 }
 
@@ -272,6 +262,16 @@ async fn recycling(base: &Url) {
         ms(totals[RUNS / 2]),
         ms(totals[RUNS * 95 / 100]),
         ms(totals[RUNS - 1])
+    );
+}
+
+/// Prints the p50 and p95 of `totals`, one run each.
+fn latency_row(name: &str, totals: &mut [Duration]) {
+    totals.sort();
+    println!(
+        "| {name}: p50 / p95 | {:.2} ms / {:.2} ms |",
+        ms(totals[totals.len() / 2]),
+        ms(totals[totals.len() * 95 / 100])
     );
 }
 

@@ -110,14 +110,14 @@ impl Deadline {
         }
     }
 
-    /// Resolves at every change between running and held, with what a follower should be
-    /// told; pending forever once nothing can change it.
-    pub async fn changed(&self, seen: &mut Option<Option<Duration>>) -> Option<Duration> {
+    /// Resolves when the deadline goes from running to held or back, against `held`, what
+    /// the follower was last told (updated): with the time left, or `None` when held.
+    pub async fn changed(&self, held: &mut bool) -> Option<Duration> {
         let mut phase = self.phase.subscribe();
         loop {
             let running = self.running();
-            if seen.map(|s| s.is_some()) != Some(running.is_some()) {
-                *seen = Some(running);
+            if running.is_none() != *held {
+                *held = running.is_none();
                 return running;
             }
             if phase.changed().await.is_err() {
@@ -168,12 +168,14 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_follower_sees_each_change_once() {
         let deadline = Deadline::after(Duration::from_secs(3));
-        let mut seen = None;
-        assert!(deadline.changed(&mut seen).await.is_some());
+        let mut held = false;
         let hold = deadline.hold();
-        assert_eq!(deadline.changed(&mut seen).await, None);
+        assert_eq!(deadline.changed(&mut held).await, None);
+        assert!(held);
         drop(hold);
-        assert!(deadline.changed(&mut seen).await.is_some());
+        assert!(deadline.changed(&mut held).await.is_some());
+        let unchanged = tokio::time::timeout(Duration::from_secs(1), deadline.changed(&mut held));
+        assert!(unchanged.await.is_err(), "no change, nothing to tell");
         let follower = Deadline::after(Duration::from_secs(3));
         follower.follow(None);
         let waited = tokio::time::timeout(Duration::from_secs(9), follower.reached(Duration::ZERO));

@@ -167,6 +167,14 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// `bytes` random bytes as hex, for ids that must not be guessed; `None` without randomness,
+/// which every caller treats as a refusal, never as an empty id.
+pub fn random_hex(bytes: usize) -> Option<String> {
+    let mut buffer = vec![0u8; bytes];
+    getrandom::fill(&mut buffer).ok()?;
+    Some(hex(&buffer))
+}
+
 /// A human's answer, or why there is none.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {

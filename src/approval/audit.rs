@@ -2,7 +2,7 @@
 //! appended and synced to disk before the request goes out.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
 use serde::Serialize;
@@ -34,7 +34,6 @@ pub struct AuditLine<'a> {
 /// An append-only audit file.
 #[derive(Debug)]
 pub struct AuditLog {
-    path: PathBuf,
     file: Mutex<std::fs::File>,
 }
 
@@ -46,7 +45,6 @@ impl AuditLog {
             .append(true)
             .open(path)?;
         Ok(Self {
-            path: path.to_owned(),
             file: Mutex::new(file),
         })
     }
@@ -61,10 +59,5 @@ impl AuditLog {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         file.write_all(&text)?;
         file.sync_data()
-    }
-
-    /// The file's path, for messages.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }

@@ -2,12 +2,13 @@
 //! channel to a human when a rule says `approve`, keeps a dry run's plan, and records the
 //! writes it sent for a re-run of the same code.
 
+use crate::lock::lock;
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::ask::{Answer, Approver, Ask, Fingerprint, MAX_SHOWN, Shown, code_digest};
+use super::ask::{Answer, Approver, Ask, Fingerprint, MAX_SHOWN, Shown, code_digest, random_hex};
 use super::audit::AuditLine;
 use super::grants::Standing;
 use super::journal::Journal;
@@ -16,7 +17,7 @@ use super::{
     PolicyOverrides, Request, Rule, Rules, Verdict, dry_run, page,
 };
 use crate::deadline::Deadline;
-use crate::egress::{ScriptResponse, cut};
+use crate::egress::{ScriptResponse, Scrubber, WITHHELD, cut};
 
 /// Writes a dry run lists in its plan; more are counted.
 const MAX_PLANNED: usize = 100;
@@ -95,7 +96,8 @@ impl Gate {
         Self {
             approvals,
             approver,
-            execution: execution_id(),
+            // For humans to tell requests apart; not a secret.
+            execution: random_hex(4).unwrap_or_else(|| "unknown".to_owned()),
             code: digest,
             dry_run,
             state: Mutex::default(),
@@ -188,9 +190,12 @@ impl Gate {
 
     /// Decides about one request before it leaves. A request under `approve` waits here for
     /// a human, with the deadline stopped, up to the approval timeout or until `cancel`.
+    /// What a human or the audit file is shown of it passes `scrubber` first, as everything
+    /// else that leaves egress does.
     pub async fn decide(
         &self,
         request: Request<'_>,
+        scrubber: &Scrubber,
         deadline: &Deadline,
         cancel: &CancellationToken,
     ) -> Decision {
@@ -209,7 +214,14 @@ impl Gate {
             channel,
         };
         let fingerprint = request.fingerprint();
-        let shown = request.shown(MAX_SHOWN);
+        let withheld = Shown {
+            url: WITHHELD.to_owned(),
+            headers: Vec::new(),
+            body: None,
+            ..request.shown(0)
+        };
+        // Shown whole or not at all (see `approve`), so nothing is cut before the scrubber.
+        let shown = scrubber.scrub_all(request.shown(MAX_SHOWN), withheld);
         let replayed = (write && rule != Rule::Deny && !self.dry_run)
             .then(|| lock(&self.state).retry.journal.take(&fingerprint))
             .flatten();
@@ -244,7 +256,7 @@ impl Gate {
             }
         };
         if write || rule != Rule::Allow {
-            self.audit(&operation, &request, &fingerprint, decision)
+            self.audit(&operation, &request, scrubber, &fingerprint, decision)
                 .await
         } else {
             decision
@@ -402,6 +414,7 @@ impl Gate {
         &self,
         operation: &Option<String>,
         request: &Request<'_>,
+        scrubber: &Scrubber,
         fingerprint: &Fingerprint,
         decision: Decision,
     ) -> Decision {
@@ -411,7 +424,8 @@ impl Gate {
         let note = match &decision {
             Decision::Send(note) | Decision::Answer(note, _) | Decision::Refuse(note, _) => note,
         };
-        let url = cut(request.url, crate::egress::MAX_LOGGED_URL);
+        // Scrubbed before it is cut: a cut could leave part of an encoded secret behind.
+        let url = cut(&scrubber.scrub(request.url), crate::egress::MAX_LOGGED_URL);
         let line = AuditLine {
             time: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -475,19 +489,4 @@ fn refuse_unaudited(note: &Note, error: &str) -> Decision {
         note,
         format!("the request was not sent: the audit file cannot be written ({error})"),
     )
-}
-
-/// A short random id for an execution, for humans to tell requests apart.
-fn execution_id() -> String {
-    let mut bytes = [0u8; 4];
-    if getrandom::fill(&mut bytes).is_err() {
-        return "unknown".to_owned();
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -1,6 +1,7 @@
 //! Approvals given outside an execution (on the approval page), waiting for the re-run they
 //! are for: each bound to the code's digest, single use, expiring.
 
+use crate::lock::lock;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ pub const GRANT_LIFETIME: Duration = Duration::from_secs(600);
 /// Grants kept at most; the oldest go first.
 const MAX_GRANTS: usize = 1_000;
 
-/// Journals kept at most (each holds at most a MiB of responses); the oldest go first.
+/// Journals kept at most (each holds at most 256 KiB of responses); the oldest go first.
 const MAX_JOURNALS: usize = 64;
 
 /// What a grant lets through.
@@ -134,12 +135,6 @@ impl Grants {
             Granted::Denied(_) => Standing::Denied(grant.by),
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

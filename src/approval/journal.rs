@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 use super::ask::Fingerprint;
 use crate::egress::ScriptResponse;
 
-/// Bytes of response bodies one journal keeps; a larger body is kept as a note.
-pub const MAX_JOURNAL_BYTES: usize = 1 << 20;
+/// Bytes of responses one journal keeps; past them, a response is kept as a note. Ample for
+/// what writes return, and small enough to ride in a request state (it is the bulk of one).
+pub const MAX_JOURNAL_BYTES: usize = 256 * 1024;
 
 /// One write sent, and what came back.
 #[derive(Debug, Clone, Serialize, Deserialize)]

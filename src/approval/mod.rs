@@ -22,9 +22,9 @@ mod journal;
 pub mod page;
 mod rules;
 
-pub use ask::{Answer, AnswerFuture, Approver, Ask, Fingerprint, Shown, code_digest};
+pub use ask::{Answer, AnswerFuture, Approver, Ask, Fingerprint, Shown, code_digest, random_hex};
 pub use audit::AuditLog;
-pub use dry_run::{MARK as DRY_RUN_MARK, Planned};
+pub use dry_run::Planned;
 pub use gate::{Gate, Retry};
 pub use grants::{GRANT_LIFETIME, Granted, Grants, Standing};
 pub use journal::{Journal, Sent};

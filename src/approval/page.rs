@@ -8,6 +8,7 @@
 //! rebinding), no secret on it, nothing cached or framed, no referrer sent to other sites (with `no-referrer`, Chromium would send its own form with `Origin: null`). The sandbox
 //! cannot reach it: loopback addresses are refused by egress.
 
+use crate::lock::lock;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -22,7 +23,7 @@ use serde::Deserialize;
 use subtle::ConstantTimeEq;
 use tokio::time::Instant;
 
-use super::ask::{Answer, AnswerFuture, Approver, Ask, Fingerprint};
+use super::ask::{Answer, AnswerFuture, Approver, Ask, Fingerprint, random_hex};
 use super::grants::{GRANT_LIFETIME, Granted, Grants};
 use super::{Approvals, Gate, Retry};
 
@@ -367,16 +368,4 @@ fn escape(text: &str) -> String {
         .replace('>', "&gt;")
         .replace('"', "&quot;")
         .replace('\'', "&#39;")
-}
-
-fn random_hex(bytes: usize) -> Option<String> {
-    let mut buffer = vec![0u8; bytes];
-    getrandom::fill(&mut buffer).ok()?;
-    Some(buffer.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

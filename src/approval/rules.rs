@@ -104,7 +104,8 @@ pub struct Rules {
     /// What a read that matches no operation gets: the strictest rule any read has, so that
     /// a read under a rule cannot dodge it by spelling its path another way.
     unmatched_read: (Rule, String),
-    read_only: bool,
+    /// Operations by SDK name, for search hits.
+    by_name: HashMap<String, usize>,
 }
 
 impl Rules {
@@ -214,7 +215,11 @@ impl Rules {
             base,
             unmatched_write,
             unmatched_read,
-            read_only: overrides.read_only,
+            by_name: names
+                .into_iter()
+                .enumerate()
+                .map(|(i, name)| (name, i))
+                .collect(),
         })
     }
 
@@ -233,7 +238,7 @@ impl Rules {
             base,
             unmatched_write: (unmatched_write.0, unmatched_write.1.to_owned()),
             unmatched_read: (Rule::Allow, "reads are allowed".to_owned()),
-            read_only: overrides.read_only,
+            by_name: HashMap::new(),
         }
     }
 
@@ -271,17 +276,8 @@ impl Rules {
 
     /// The rule of the operation with this SDK name (`customers.create`), for search hits.
     pub fn of_name(&self, name: &str) -> Option<Rule> {
-        let api = self.api.as_deref()?;
-        let index = api.operations.iter().position(|op| {
-            op.name.len() + op.group.len() + 1 == name.len()
-                && format!("{}.{}", op.group, op.name) == name
-        })?;
-        self.of.get(index).map(|(rule, _)| *rule)
-    }
-
-    /// Whether every write is denied.
-    pub fn read_only(&self) -> bool {
-        self.read_only
+        let index = self.by_name.get(name)?;
+        self.of.get(*index).map(|(rule, _)| *rule)
     }
 
     /// The operation at `index` of the spec, if there is a spec.

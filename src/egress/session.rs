@@ -1,5 +1,6 @@
 //! One execution's use of the network: its budget, its deadline, its call log.
 
+use crate::lock::lock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -224,7 +225,7 @@ impl EgressSession {
             Ok(checked) => checked,
             Err((url, error)) => {
                 let record = CallRecord::new(&method, &url, operation, Vec::new());
-                return Err(self.refuse(record, error));
+                return self.unsent(record, Err(error));
             }
         };
         let classified = self.state.gate.rules().classify(
@@ -254,7 +255,12 @@ impl EgressSession {
         let decision = self
             .state
             .gate
-            .decide(request, &self.state.deadline, &self.state.cancel)
+            .decide(
+                request,
+                self.scrubber(),
+                &self.state.deadline,
+                &self.state.cancel,
+            )
             .await;
         let record = |note| {
             CallRecord::new(&method, &shown, logged_operation.clone(), dropped.clone()).noted(note)
@@ -264,27 +270,16 @@ impl EgressSession {
             Decision::Refuse(note, message) => {
                 let awaiting = note.decision == Verdict::AwaitingApproval;
                 let error = EgressError::Policy { message, awaiting };
-                return Err(self.refuse(record(Some(note)), error));
+                return self.unsent(record(Some(note)), Err(error));
             }
             Decision::Answer(note, response) => {
-                // Not sent (a dry run's placeholder, or a write an earlier run sent): logged,
-                // and charged to the budget like any request.
-                let limit = self.state.client.limits().max_requests;
+                // Not sent (a dry run's placeholder, or a write an earlier run sent).
                 let mut record = record(Some(note));
                 if record.replayed() {
                     record.status = Some(response.status);
                     record.bytes = response.body.len();
                 }
-                return match self.state.take_budget(limit) {
-                    Ok(()) => {
-                        self.state.begin(record);
-                        Ok(response)
-                    }
-                    Err(exhausted) => {
-                        self.state.begin(record.failed(&exhausted));
-                        Err(exhausted)
-                    }
-                };
+                return self.unsent(record, Ok(response));
             }
         };
         let write = is_write(checked.method.as_str());
@@ -317,16 +312,23 @@ impl EgressSession {
         result
     }
 
-    /// Logs a request that is not sent, and charges it to the budget: a refusal costs a
-    /// request too, so a script cannot spin on them.
-    fn refuse(&self, record: CallRecord, error: EgressError) -> EgressError {
+    /// Logs a request that is not sent (refused, or answered without sending) and charges
+    /// it to the budget like any request, so a script cannot spin on them.
+    fn unsent(
+        &self,
+        record: CallRecord,
+        result: Result<ScriptResponse, EgressError>,
+    ) -> Result<ScriptResponse, EgressError> {
         let limit = self.state.client.limits().max_requests;
-        let error = match self.state.take_budget(limit) {
-            Ok(()) => error,
-            Err(exhausted) => exhausted,
+        let result = match self.state.take_budget(limit) {
+            Ok(()) => result,
+            Err(exhausted) => Err(exhausted),
         };
-        self.state.begin(record.failed(&error));
-        error
+        match &result {
+            Ok(_) => self.state.begin(record),
+            Err(error) => self.state.begin(record.failed(error)),
+        };
+        result
     }
 
     /// The calls made so far, in order, and how many more were not listed. A call still in
@@ -556,12 +558,6 @@ fn retry_after(value: &str) -> Option<Duration> {
     let seconds = value.trim().parse::<f64>().ok()?;
     let acceptable = seconds.is_finite() && (0.0..=MAX_RETRY_WAIT.as_secs_f64()).contains(&seconds);
     acceptable.then(|| Duration::from_secs_f64(seconds))
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 struct AbortOnDrop(tokio::task::AbortHandle);

@@ -17,10 +17,12 @@ use rmcp::{Peer, RoleServer};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::approval::{Answer, AnswerFuture, Approver, Ask, Fingerprint, Retry};
+use crate::approval::{Answer, AnswerFuture, Approver, Ask, Fingerprint, Retry, random_hex};
 
-/// Writes one input-required result asks about at most; others ask again on the retry.
-const MAX_ASKED: usize = 10;
+/// Writes one input-required result asks about at most; others ask again on the retry. With
+/// requests shown whole (up to 8,000 characters a part) and the journal (256 KiB), this
+/// holds the result to about half a megabyte, far under any client's message limit.
+const MAX_ASKED: usize = 4;
 
 /// The channel's name for handshake-era elicitation.
 const ELICITATION: &str = "MCP elicitation";
@@ -185,11 +187,9 @@ impl Retries {
     pub fn new(key: Option<Vec<u8>>, lifetime: Duration) -> Result<Self, String> {
         let key = match key {
             Some(key) => key,
-            None => {
-                let mut key = [0u8; 32];
-                getrandom::fill(&mut key).map_err(|e| format!("no randomness for the key: {e}"))?;
-                key.to_vec()
-            }
+            None => random_hex(32)
+                .ok_or("no randomness for the request-state key")?
+                .into_bytes(),
         };
         let codec = RequestStateCodec::try_new(key.clone()).map_err(|e| e.to_string())?;
         Ok(Self {
@@ -306,9 +306,7 @@ impl Retries {
 }
 
 fn nonce() -> Result<String, String> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness for a nonce: {e}"))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    random_hex(16).ok_or_else(|| "no randomness for a request-state nonce".to_owned())
 }
 
 /// The approver a call gets for an MCP `channel`, if it is one.
@@ -324,6 +322,20 @@ pub fn approver(channel: &Channel) -> Option<Arc<dyn Approver>> {
 mod tests {
     use super::*;
     use crate::approval::Shown;
+
+    #[test]
+    fn the_form_offers_the_three_decisions() {
+        let shown = Shown::new(None, "POST", "http://h/x", &[], None, 100);
+        let form = serde_json::to_value(form(&Ask::new("e1", shown, "rule"))).unwrap();
+        let choices = &form["requestedSchema"]["properties"]["decision"]["oneOf"];
+        let values: Vec<&str> = choices
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["const"].as_str().unwrap())
+            .collect();
+        assert_eq!(values, ["approve", "approve_all", "deny"], "{form}");
+    }
 
     #[test]
     fn a_request_state_answers_one_retry_for_its_own_code_only() {

@@ -153,7 +153,7 @@ impl SdkboxServer {
                 dry_run,
             ),
         };
-        let retry = context.extensions.get::<Retry>();
+        let retry = context.extensions.get::<RetryInput>();
         if let Some(state) = retry.and_then(|r| r.state.as_ref()) {
             let responses = retry.and_then(|r| r.responses.as_ref());
             let carried = self
@@ -238,7 +238,7 @@ impl SdkboxServer {
 /// What a 2026-07-28 client's retry of `tools/call` carries: the request state sdkbox sealed
 /// and the user's answers.
 #[derive(Clone)]
-struct Retry {
+struct RetryInput {
     state: Option<String>,
     responses: Option<rmcp::model::InputResponses>,
 }
@@ -301,7 +301,7 @@ impl ServerHandler for SdkboxServer {
         let mut request = request;
         let mut context = context;
         // A 2026-07-28 retry brings the approvals a human gave; the tool reads them here.
-        context.extensions.insert(Retry {
+        context.extensions.insert(RetryInput {
             state: request.request_state.take(),
             responses: request.input_responses.take(),
         });

@@ -2,6 +2,7 @@
 //! at a time, a spare started ahead, recycling after N runs or above an RSS cap, and a kill
 //! at the deadline plus grace. A dying worker costs one call, never the server.
 
+use crate::lock::lock;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -380,12 +381,6 @@ async fn build_snapshot(config: &PoolConfig) -> Result<(PathBuf, tempfile::TempD
         )));
     }
     Ok((path, dir))
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A process's resident memory, from /proc.

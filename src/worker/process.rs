@@ -195,7 +195,7 @@ impl WorkerProcess {
         deadline: &Deadline,
         grace: Duration,
     ) -> Result<Report, RunFailure> {
-        let mut told = Some(deadline.running());
+        let mut held = deadline.running().is_none();
         let run = ToWorker::Run {
             code: code.to_owned(),
             limits: limits.clone(),
@@ -254,7 +254,7 @@ impl WorkerProcess {
                     killed_at = Some(Instant::now() + grace);
                     let _ = self.channel.send(&ToWorker::Cancel).await;
                 }
-                running = deadline.changed(&mut told) => {
+                running = deadline.changed(&mut held) => {
                     if self.channel.send(&ToWorker::Deadline { running }).await.is_err() {
                         return Err(RunFailure::Crashed(self.exit_status().await));
                     }

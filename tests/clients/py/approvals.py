@@ -148,14 +148,17 @@ async def main():
             assert asks >= 1, f"the user was asked {asks} times"
             assert name not in await customer_names(), f"{name} was created"
 
-        async def approve_all():
-            names = [f"approve-all-1-{sfx}", f"approve-all-2-{sfx}"]
-            code = (
-                f"const a = await api.customers.create({{ name: {json.dumps(names[0])}, email: \"e1{sfx}@example.com\" }});\n"
-                f"const b = await api.customers.create({{ name: {json.dumps(names[1])}, email: \"e2{sfx}@example.com\" }});\n"
+        def two_creates(names, tag):
+            # One script creating two customers, one after the other.
+            return (
+                f"const a = await api.customers.create({{ name: {json.dumps(names[0])}, email: \"{tag}1{sfx}@example.com\" }});\n"
+                f"const b = await api.customers.create({{ name: {json.dumps(names[1])}, email: \"{tag}2{sfx}@example.com\" }});\n"
                 "return [a.id, b.id];"
             )
-            result, outcome, asks = await run(code)
+
+        async def approve_all():
+            names = [f"approve-all-1-{sfx}", f"approve-all-2-{sfx}"]
+            result, outcome, asks = await run(two_creates(names, "e"))
             assert outcome.get("ok") is True, outcome or text(result)
             assert asks == 1, f"the user was asked {asks} times, not once"
             listed = await customer_names()
@@ -166,12 +169,7 @@ async def main():
         # the first write, sent in the second round, must not be sent again in the third.
         async def two_approvals():
             names = [f"approve-two-1-{sfx}", f"approve-two-2-{sfx}"]
-            code = (
-                f"const a = await api.customers.create({{ name: {json.dumps(names[0])}, email: \"t1{sfx}@example.com\" }});\n"
-                f"const b = await api.customers.create({{ name: {json.dumps(names[1])}, email: \"t2{sfx}@example.com\" }});\n"
-                "return [a.id, b.id];"
-            )
-            result, outcome, asks = await run(code)
+            result, outcome, asks = await run(two_creates(names, "t"))
             assert outcome.get("ok") is True, outcome or text(result)
             assert asks == 2, f"the user was asked {asks} times, not twice"
             listed = await customer_names()

@@ -144,12 +144,14 @@ await check("raw_fetch_gated", async () => {
   assert(!(await customerNames()).includes(name), `${name} was created`);
 });
 
+// One script creating two customers, one after the other.
+const twoCreates = (names, tag) => `const a = await api.customers.create({ name: ${JSON.stringify(names[0])}, email: "${tag}1${sfx}@example.com" });
+const b = await api.customers.create({ name: ${JSON.stringify(names[1])}, email: "${tag}2${sfx}@example.com" });
+return [a.id, b.id];`;
+
 await check("approve_all", async () => {
   const names = [`approve-all-1-${sfx}`, `approve-all-2-${sfx}`];
-  const code = `const a = await api.customers.create({ name: ${JSON.stringify(names[0])}, email: "e1${sfx}@example.com" });
-const b = await api.customers.create({ name: ${JSON.stringify(names[1])}, email: "e2${sfx}@example.com" });
-return [a.id, b.id];`;
-  const { result, outcome, asks } = await run(code);
+  const { result, outcome, asks } = await run(twoCreates(names, "e"));
   assert(outcome.ok === true, `outcome: ${show(result)}`);
   assert(asks === 1, `the user was asked ${asks} times, not once`);
   const all = await customerNames();
@@ -160,10 +162,7 @@ return [a.id, b.id];`;
 // first write, sent in the second round, must not be sent again in the third.
 await check("two_approvals", async () => {
   const names = [`approve-two-1-${sfx}`, `approve-two-2-${sfx}`];
-  const code = `const a = await api.customers.create({ name: ${JSON.stringify(names[0])}, email: "t1${sfx}@example.com" });
-const b = await api.customers.create({ name: ${JSON.stringify(names[1])}, email: "t2${sfx}@example.com" });
-return [a.id, b.id];`;
-  const { result, outcome, asks } = await run(code);
+  const { result, outcome, asks } = await run(twoCreates(names, "t"));
   assert(outcome.ok === true, `outcome: ${show(result)}`);
   assert(asks === 2, `the user was asked ${asks} times, not twice`);
   const all = await customerNames();
