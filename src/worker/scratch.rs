@@ -32,7 +32,7 @@ fn remove_stale_in(dir: &Path) -> Vec<PathBuf> {
         let Some(owner) = owner(&name.to_string_lossy()) else {
             continue;
         };
-        if owner != std::process::id() && !Path::new(&format!("/proc/{owner}")).exists() {
+        if owner != std::process::id() && !alive(owner) {
             let path = entry.path();
             if std::fs::remove_dir_all(&path).is_ok() {
                 tracing::info!(path = %path.display(), "removed a directory left by a supervisor that is gone");
@@ -41,6 +41,21 @@ fn remove_stale_in(dir: &Path) -> Vec<PathBuf> {
         }
     }
     removed
+}
+
+/// Whether process `pid` exists: signal 0 checks without sending anything (EPERM means it
+/// exists as another user's). Portable, unlike looking in `/proc`.
+fn alive(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    !matches!(
+        rustix::process::test_kill_process(pid),
+        Err(rustix::io::Errno::SRCH)
+    )
 }
 
 /// The pid in a name made by [`create`].
