@@ -58,7 +58,7 @@ fn available(what: &str, path: &Path, install: &str) -> Option<PathBuf> {
     crate::support::requirement_met(path.exists(), &reason).then(|| path.to_owned())
 }
 
-fn node_client() -> Option<PathBuf> {
+pub(crate) fn node_client() -> Option<PathBuf> {
     let dir = clients_dir().join("ts");
     let node = std::process::Command::new("node").arg("--version").output();
     if !crate::support::requirement_met(node.is_ok(), "node is not on PATH") {
@@ -98,6 +98,19 @@ async fn http_server(token: &str) -> Listening {
     listening(command).await
 }
 
+/// The report a client script printed last on stdout, as JSON; the script must have succeeded
+/// (what it printed is shown when it did not).
+pub(crate) fn client_report(output: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    stdout
+        .lines()
+        .rev()
+        .find_map(|line| serde_json::from_str(line).ok())
+        .unwrap_or_else(|| panic!("no report:\n{stdout}\n{stderr}"))
+}
+
 /// Runs a client to its end and checks its report: every one of `expected` ran and passed,
 /// in the protocol version the era asks for. Returns the client's stderr.
 async fn run(mut command: Command, era: &str, transport: &str, expected: &[&str]) -> String {
@@ -121,14 +134,8 @@ async fn run(mut command: Command, era: &str, transport: &str, expected: &[&str]
             .await
             .expect("the client did not finish in 180 s")
             .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report = client_report(&output);
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(output.status.success(), "{stdout}\n{stderr}");
-    let report: Value = stdout
-        .lines()
-        .rev()
-        .find_map(|line| serde_json::from_str(line).ok())
-        .unwrap_or_else(|| panic!("no report:\n{stdout}\n{stderr}"));
     assert_eq!(
         report["protocol"],
         expected_protocol(era),

@@ -14,6 +14,7 @@ mod approvals;
 mod cli;
 mod clients;
 mod demo;
+mod deploy;
 mod egress;
 mod golden;
 mod hostile;

@@ -6,6 +6,8 @@
 //   SDK        v1 (@modelcontextprotocol/sdk, handshake era only) or v2 (@modelcontextprotocol/client)
 //   ERA        legacy (initialize), auto (server/discover, then fallback) or 2026-07-28 (pinned)
 //   TRANSPORT  stdio (spawns SDKBOX_BIN serve --demo) or http (SDKBOX_URL with SDKBOX_TOKEN)
+//   SDKBOX_ARGS  for stdio, the arguments as a JSON array instead of serve --demo (a container
+//              started by `podman run -i ...`, as a desktop client would)
 
 import Ajv2020 from "ajv/dist/2020.js";
 
@@ -37,7 +39,7 @@ export function transport() {
     // The README's Claude Desktop entry: { "command": "/path/to/sdkbox", "args": ["serve", "--demo"] }
     return new modules.stdio.StdioClientTransport({
       command: process.env.SDKBOX_BIN,
-      args: ["serve", "--demo"],
+      args: process.env.SDKBOX_ARGS ? JSON.parse(process.env.SDKBOX_ARGS) : ["serve", "--demo"],
       stderr: "ignore",
     });
   }
