@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sdkbox::search::{Detail, DocsIndex, Filters};
+use sdkbox::search::semantic::{Embedder, Semantic};
+use sdkbox::search::{Detail, DocsIndex, Filters, Fusion};
 use sdkbox::spec::Api;
 use serde::Deserialize;
 use tantivy::collector::TopDocs;
@@ -41,12 +42,48 @@ struct Timing {
     load: Duration,
     build: Duration,
     queries: Vec<Duration>,
+    /// Embedding every operation, uncached, and the hybrid queries' latencies.
+    embed: Option<Duration>,
+    hybrid_queries: Vec<Duration>,
+}
+
+/// The embedding model for the hybrid rows: `SEARCH_MODEL_DIR`, else the one
+/// `scripts/test-deps` installs; none (lexical rows only) when absent.
+fn embedder(root: &Path) -> Option<Arc<Embedder>> {
+    let dir = std::env::var_os("SEARCH_MODEL_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("tests/model/all-MiniLM-L6-v2"));
+    if !sdkbox::search::semantic::weights::is_complete(&dir) {
+        println!("no embedding model in {}: lexical rows only", dir.display());
+        return None;
+    }
+    let started = Instant::now();
+    let embedder = Embedder::load(&dir).unwrap();
+    println!(
+        "model load (read, digest, weights): {} ms",
+        started.elapsed().as_millis()
+    );
+    Some(Arc::new(embedder))
+}
+
+/// `SEARCH_FUSION=k,weight,candidates` measures another mix than the default.
+fn fusion() -> Fusion {
+    let Ok(text) = std::env::var("SEARCH_FUSION") else {
+        return Fusion::default();
+    };
+    let parts: Vec<f32> = text.split(',').map(|p| p.trim().parse().unwrap()).collect();
+    Fusion {
+        k: parts[0],
+        semantic_weight: parts[1],
+        candidates: parts[2] as usize,
+    }
 }
 
 #[derive(Default)]
 struct Scores {
     at1: usize,
     at5: usize,
+    at10: usize,
     reciprocal: f64,
     total: usize,
 }
@@ -57,6 +94,7 @@ impl Scores {
         if let Some(rank) = ranked.iter().position(|id| accept.contains(id)) {
             self.at1 += usize::from(rank == 0);
             self.at5 += usize::from(rank < 5);
+            self.at10 += usize::from(rank < 10);
             self.reciprocal += 1.0 / (rank + 1) as f64;
         }
     }
@@ -64,9 +102,10 @@ impl Scores {
     fn row(&self, name: &str) -> String {
         let n = self.total as f64;
         format!(
-            "| {name} | {:.2} | {:.2} | {:.2} |",
+            "| {name} | {:.2} | {:.2} | {:.2} | {:.2} |",
             self.at1 as f64 / n,
             self.at5 as f64 / n,
+            self.at10 as f64 / n,
             self.reciprocal / n
         )
     }
@@ -81,10 +120,18 @@ fn main() {
         return;
     }
     let mut relevance = vec![
-        "| spec and search | recall@1 | recall@5 | MRR |".to_owned(),
-        "|---|---|---|---|".to_owned(),
+        "| spec and search | recall@1 | recall@5 | recall@10 | MRR (top 10) |".to_owned(),
+        "|---|---|---|---|---|".to_owned(),
     ];
-    let mut loaded: BTreeMap<String, (Arc<Api>, DocsIndex, PlainBm25, Timing)> = BTreeMap::new();
+    type Loaded = (Arc<Api>, DocsIndex, PlainBm25, Timing, Option<DocsIndex>);
+    let mut loaded: BTreeMap<String, Loaded> = BTreeMap::new();
+    let model = embedder(root);
+    // Embeddings are cached across runs only with SEARCH_EMBED_CACHE; by default each run
+    // measures the uncached build.
+    let scratch = tempfile::tempdir().unwrap();
+    let embed_cache = std::env::var_os("SEARCH_EMBED_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| scratch.path().to_owned());
     // With SEARCH_CANDIDATES=<file>, every intent's top 20 hits are written there, for
     // experiments that rerank them (docs/experiments/semantic-rerank).
     let candidates = std::env::var_os("SEARCH_CANDIDATES");
@@ -93,6 +140,8 @@ fn main() {
         "| spec | operations | spec load | index build | query p50 / p95 |".to_owned(),
         "|---|---|---|---|---|".to_owned(),
     ];
+    // SEARCH_SETS=a.json,b.json measures only those sets.
+    let only = std::env::var("SEARCH_SETS").ok();
     for eval in [
         "stripe.json",
         "github.json",
@@ -102,7 +151,16 @@ fn main() {
         "github-fresh.json",
         "stripe-fresh2.json",
         "github-fresh2.json",
-    ] {
+        // Written blind for the semantic ranker (issue 12), frozen before its first score.
+        "stripe-blind3.json",
+        "github-blind3.json",
+        "cloudflare-blind3.json",
+    ]
+    .into_iter()
+    .filter(|eval| {
+        only.as_deref()
+            .is_none_or(|only| only.split(',').any(|o| o == *eval))
+    }) {
         let set: EvalSet = serde_json::from_str(
             &std::fs::read_to_string(root.join("tests/eval").join(eval)).unwrap(),
         )
@@ -121,21 +179,40 @@ fn main() {
             let docs = DocsIndex::build(api.clone(), Vec::new()).unwrap();
             let build = started.elapsed();
             let plain = PlainBm25::build(&api);
+            let (hybrid, embed) = match &model {
+                Some(model) => {
+                    let started = Instant::now();
+                    let semantic =
+                        Semantic::build(model.clone(), &api, Some(&embed_cache), |_, _| {})
+                            .unwrap();
+                    let embed = started.elapsed();
+                    let hybrid = DocsIndex::build(api.clone(), Vec::new())
+                        .unwrap()
+                        .with_semantic(semantic)
+                        .with_fusion(fusion());
+                    (Some(hybrid), Some(embed))
+                }
+                None => (None, None),
+            };
             let timing = Timing {
                 operations: api.operations.len(),
                 load,
                 build,
                 queries: Vec::new(),
+                embed,
+                hybrid_queries: Vec::new(),
             };
-            (api, docs, plain, timing)
+            (api, docs, plain, timing, hybrid)
         });
         let (api, docs, plain, timing) = (&loaded.0, &loaded.1, &loaded.2, &mut loaded.3);
-        let (mut ours, mut baseline) = (Scores::default(), Scores::default());
+        let hybrid = loaded.4.as_ref();
+        let (mut ours, mut baseline, mut fused) =
+            (Scores::default(), Scores::default(), Scores::default());
         let mut latencies = Vec::new();
         for intent in &set.intents {
             let started = Instant::now();
             let results = docs
-                .search(&intent.query, 5, Detail::Compact, &Filters::default())
+                .search(&intent.query, 10, Detail::Compact, &Filters::default())
                 .unwrap();
             latencies.push(started.elapsed());
             let ranked: Vec<String> = results
@@ -175,12 +252,28 @@ fn main() {
             }
             ours.add(&ranked, &intent.accept);
             baseline.add(&plain.search(&intent.query), &intent.accept);
+            if let Some(hybrid) = hybrid {
+                let started = Instant::now();
+                let results = hybrid
+                    .search(&intent.query, 10, Detail::Compact, &Filters::default())
+                    .unwrap();
+                timing.hybrid_queries.push(started.elapsed());
+                let ranked: Vec<String> = results
+                    .hits
+                    .iter()
+                    .map(|h| operation_id(api, &h.id))
+                    .collect();
+                fused.add(&ranked, &intent.accept);
+            }
         }
-        relevance.push(ours.row(&format!("{eval} ({} intents), sdkbox", ours.total)));
+        relevance.push(ours.row(&format!("{eval} ({} intents), sdkbox lexical", ours.total)));
+        if hybrid.is_some() {
+            relevance.push(fused.row(&format!("{eval}, sdkbox hybrid")));
+        }
         relevance.push(baseline.row(&format!("{eval}, plain BM25")));
         timing.queries.extend(latencies);
     }
-    for (spec, (_, _, _, timing)) in &mut loaded {
+    for (spec, (_, _, _, timing, _)) in &mut loaded {
         timing.queries.sort();
         let at = |share: usize| ms(timing.queries[timing.queries.len() * share / 100]);
         speed.push(format!(
@@ -191,6 +284,17 @@ fn main() {
             at(50),
             at(95)
         ));
+        if let Some(embed) = timing.embed {
+            timing.hybrid_queries.sort();
+            let n = timing.hybrid_queries.len();
+            speed.push(format!(
+                "| {spec}, hybrid | | | embedding {} operations: {} ms | {:.2} ms / {:.2} ms |",
+                timing.operations,
+                embed.as_millis(),
+                ms(timing.hybrid_queries[n / 2]),
+                ms(timing.hybrid_queries[n * 95 / 100])
+            ));
+        }
     }
     if let Some(path) = &candidates {
         std::fs::write(path, serde_json::to_string_pretty(&dump).unwrap()).unwrap();
@@ -276,7 +380,7 @@ impl PlainBm25 {
             .collect();
         let (parsed, _) = parser.parse_query_lenient(&words);
         let top = searcher
-            .search(&parsed, &TopDocs::with_limit(5).order_by_score())
+            .search(&parsed, &TopDocs::with_limit(10).order_by_score())
             .unwrap();
         top.into_iter()
             .map(|(_, address)| {

@@ -17,6 +17,7 @@ use crate::approval::{
 use crate::egress::{AuthScheme, Credential, Egress, EgressConfig, EgressLimits, Secret};
 use crate::sandbox::ExecLimits;
 use crate::sdk::Sdk;
+use crate::search::semantic::ModelChoice;
 use crate::search::{DocsIndex, read_guides};
 use crate::server::Provider;
 use crate::spec::{Api, AuthHint};
@@ -54,6 +55,12 @@ pub struct ProviderFile {
     /// The approval rules: `writes = "approve"`, and `[policy.operations]` by SDK name or glob.
     #[serde(default)]
     pub policy: PolicyFile,
+    /// How `search_docs` ranks: `model_dir` for the embedding model.
+    #[serde(default)]
+    pub search: SearchFile,
+    /// The command line's model settings, put over `search` (not read from the file).
+    #[serde(skip)]
+    pub model: ModelArgs,
     /// The command line's approval settings, put over `policy` (not read from the file).
     #[serde(skip)]
     pub approval: ApprovalArgs,
@@ -101,6 +108,34 @@ impl Default for ApprovalArgs {
 
 fn parse_rule(text: &str) -> Result<Rule, String> {
     text.parse()
+}
+
+/// `[search]` in a provider file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchFile {
+    /// A directory with the embedding model (`config.json`, `tokenizer.json`,
+    /// `model.safetensors`), for machines that cannot download it.
+    pub model_dir: Option<PathBuf>,
+}
+
+/// The embedding model, from the command line.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ModelArgs {
+    /// A directory with search_docs' embedding model (config.json, tokenizer.json,
+    /// model.safetensors), for machines that cannot download it.
+    #[arg(long, env = "SDKBOX_MODEL_DIR")]
+    pub model_dir: Option<PathBuf>,
+    /// Rank search_docs lexically only: no embedding model, no download.
+    #[arg(long, env = "SDKBOX_NO_MODEL", conflicts_with = "model_dir")]
+    pub no_model: bool,
+}
+
+impl ModelArgs {
+    /// The model these flags choose, over a provider file's `model_dir`.
+    pub fn choice(&self, file_dir: Option<PathBuf>) -> ModelChoice {
+        ModelChoice::from_settings(self.no_model, self.model_dir.clone().or(file_dir))
+    }
 }
 
 /// Limits as written in a provider file.
@@ -179,6 +214,11 @@ impl ProviderFile {
             && guides.is_relative()
         {
             file.guides = Some(dir.join(guides));
+        }
+        if let Some(model) = &file.search.model_dir
+            && model.is_relative()
+        {
+            file.search.model_dir = Some(dir.join(model));
         }
         Ok(file)
     }
@@ -330,6 +370,7 @@ impl ProviderFile {
             workers: limits.workers,
             session_key_header: self.session_key_header,
             synonyms: checked_synonyms(self.synonyms)?,
+            model: self.model.choice(self.search.model_dir),
         })
     }
 
@@ -346,6 +387,12 @@ impl ProviderFile {
                 "no spec: set `spec` in the provider file, or pass --spec or --demo".into(),
             )
         })?;
+        let docs = DocsIndex::build(api.clone(), loaded.guides)?.with_synonyms(loaded.synonyms);
+        loaded
+            .model
+            .check()
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        loaded.model.start(&docs);
         let mut pool_config = pool_config;
         pool_config.worker.runtime.memory_bytes = loaded.limits.memory_bytes;
         if let Some(workers) = loaded.workers {
@@ -353,7 +400,7 @@ impl ProviderFile {
         }
         Ok(Arc::new(Provider {
             name: loaded.name.unwrap_or_else(|| api.title.clone()),
-            docs: DocsIndex::build(api.clone(), loaded.guides)?.with_synonyms(loaded.synonyms),
+            docs,
             sdk: Arc::new(Sdk::new(api)),
             egress: Egress::new(loaded.egress_config.clone())?,
             egress_config: loaded.egress_config,
@@ -395,6 +442,8 @@ pub struct Loaded {
     pub session_key_header: Option<String>,
     /// Search synonyms: (what people say, the API's words).
     pub synonyms: Vec<(String, String)>,
+    /// The embedding model search uses.
+    pub model: ModelChoice,
 }
 
 /// Starts the approval page at `addr`, unless it is `off`.
@@ -459,6 +508,9 @@ pub struct ProviderArgs {
     /// Approval rules and channels.
     #[command(flatten)]
     pub approval: ApprovalArgs,
+    /// The search model.
+    #[command(flatten)]
+    pub model: ModelArgs,
 }
 
 impl ProviderArgs {
@@ -470,6 +522,7 @@ impl ProviderArgs {
         file.auth = self.auth.or(file.auth.take());
         file.secret_env = self.secret_env.or(file.secret_env.take());
         file.approval = self.approval;
+        file.model = self.model;
     }
 }
 

@@ -15,6 +15,7 @@ pub mod sdk;
 pub mod search;
 pub mod server;
 pub mod spec;
+pub mod user_cache;
 pub mod worker;
 
 #[cfg(test)]

@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use sdkbox::config::ModelArgs;
+use sdkbox::search::semantic::{Semantic, embeddings_cache};
 use sdkbox::search::{Detail, DocsIndex, Filters};
 
 /// The command's flags.
@@ -42,6 +44,9 @@ pub struct SearchArgs {
     /// A search synonym, as a provider file's `[synonyms]` gives them: `chargeback=dispute`.
     #[arg(long = "synonym", value_name = "WORDS=API_WORDS", value_parser = synonym)]
     pub synonyms: Vec<(String, String)>,
+    /// The embedding model.
+    #[command(flatten)]
+    pub model: ModelArgs,
 }
 
 fn synonym(text: &str) -> Result<(String, String), String> {
@@ -100,8 +105,28 @@ pub async fn index(args: SpecArgs) -> Result<ExitCode> {
 
 /// Prints the hits the model would get; fails when there are none.
 pub async fn search(args: SearchArgs) -> Result<ExitCode> {
-    let (_, docs, _) = load_docs(&args.spec).await?;
-    let docs = docs.with_synonyms(args.synonyms);
+    let (api, docs, _) = load_docs(&args.spec).await?;
+    let mut docs = docs.with_synonyms(args.synonyms);
+    let choice = args.model.choice(None);
+    choice.check()?;
+    // One search: wait for the model and the embeddings (cached after the first time).
+    let prepared = tokio::task::spawn_blocking(move || choice.prepare()).await?;
+    match prepared {
+        None => {}
+        Some(Err(error)) => eprintln!("warning: {error}; the search is lexical only"),
+        Some(Ok(embedder)) => {
+            let cache = embeddings_cache();
+            let semantic = tokio::task::spawn_blocking(move || {
+                Semantic::build(embedder, &api, cache.as_deref(), |done, total| {
+                    if done == total || done % 160 == 0 {
+                        eprintln!("embedding operations: {done}/{total}");
+                    }
+                })
+            })
+            .await??;
+            docs = docs.with_semantic(semantic);
+        }
+    }
     let detail = if args.full {
         Detail::Full
     } else {

@@ -18,7 +18,7 @@ pub struct GuideSection {
 }
 
 /// One searchable thing.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Entry {
     /// `api.operations[i]`.
     Operation(usize),

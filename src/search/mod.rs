@@ -3,21 +3,24 @@
 //! call.
 
 mod entries;
+mod fuse;
 mod hit;
 mod index;
 mod intent;
 mod lexicon;
 mod rank;
+pub mod semantic;
 mod tokenize;
 
 pub use entries::{GuideSection, read_guides, split_guide};
+pub use fuse::Fusion;
 
 use entries::Entry;
 pub use hit::{Detail, Hit};
 pub use index::Filters;
 use intent::{Intent, Vocabulary};
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
 use thiserror::Error;
@@ -66,6 +69,10 @@ pub struct DocsIndex {
     built: index::Built,
     traits: Vec<rank::Traits>,
     vocabulary: Vocabulary,
+    /// The operations' embeddings, once they are ready (built in the background at start;
+    /// until then, and without a model, search is lexical only).
+    semantic: Arc<OnceLock<semantic::Semantic>>,
+    fusion: Fusion,
 }
 
 impl DocsIndex {
@@ -83,7 +90,72 @@ impl DocsIndex {
             built,
             traits,
             vocabulary,
+            semantic: Arc::new(OnceLock::new()),
+            fusion: Fusion::default(),
         })
+    }
+
+    /// Ranks by meaning too, with these operation embeddings (built for this index's API).
+    pub fn with_semantic(self, semantic: semantic::Semantic) -> Self {
+        let _ = self.semantic.set(semantic);
+        self
+    }
+
+    /// Gets the model with `prepare` (a download, a load) and embeds the operations, on a
+    /// thread of its own; search ranks by meaning once they are ready, and lexically
+    /// meanwhile, so a server starts at once instead of late. `cache` keeps the embeddings
+    /// for the next start; progress goes to stderr, a line every 10%.
+    pub fn embed_in_background(
+        &self,
+        prepare: impl FnOnce() -> Result<Arc<semantic::Embedder>, semantic::ModelError> + Send + 'static,
+        cache: Option<std::path::PathBuf>,
+    ) {
+        let (api, slot) = (self.api.clone(), self.semantic.clone());
+        let spawned = std::thread::Builder::new()
+            .name("sdkbox-embed".into())
+            .spawn(move || {
+                let started = std::time::Instant::now();
+                let mut shown = 0;
+                let built = prepare().and_then(|embedder| {
+                    semantic::Semantic::build(embedder, &api, cache.as_deref(), |done, total| {
+                        let tenth = done * 10 / total.max(1);
+                        if tenth > shown && total >= 100 {
+                            shown = tenth;
+                            eprintln!(
+                                "sdkbox: embedding {total} operations for search_docs (once; then cached): {}%",
+                                tenth * 10
+                            );
+                        }
+                    })
+                });
+                match built {
+                    Ok(semantic) => {
+                        tracing::info!(
+                            operations = semantic.len(),
+                            ms = started.elapsed().as_millis() as u64,
+                            "search_docs ranks by meaning too"
+                        );
+                        let _ = slot.set(semantic);
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "no embedding model: search_docs stays lexical");
+                    }
+                }
+            });
+        if let Err(error) = spawned {
+            tracing::warn!(%error, "cannot start the embedding thread; search_docs stays lexical");
+        }
+    }
+
+    /// Whether search ranks by meaning (a model is loaded and the embeddings are ready).
+    pub fn is_semantic(&self) -> bool {
+        self.semantic.get().is_some()
+    }
+
+    /// Fuses the rankings with other constants: for measuring mixes (`benches/search.rs`).
+    pub fn with_fusion(mut self, fusion: Fusion) -> Self {
+        self.fusion = fusion;
+        self
     }
 
     /// Adds the provider's synonyms: (what people say, the API's words), a word or a phrase
@@ -116,13 +188,22 @@ impl DocsIndex {
     ) -> Result<Results, SearchError> {
         let limit = limit.clamp(1, MAX_LIMIT);
         let intent = Intent::read(query, &self.vocabulary);
-        let found = self
-            .built
-            .search(&intent.terms, limit, filters, |entry| match entry {
-                Entry::Operation(i) => rank::weight(&self.traits[i], &intent),
-                Entry::Schema(_) => 0.5,
-                Entry::Guide(_) => 0.8,
-            })?;
+        let semantic = self.semantic.get();
+        let candidates = match semantic {
+            Some(_) => self.fusion.candidates.max(limit),
+            None => limit,
+        };
+        let mut found =
+            self.built
+                .search(&intent.terms, candidates, filters, |entry| match entry {
+                    Entry::Operation(i) => rank::weight(&self.traits[i], &intent),
+                    Entry::Schema(_) => 0.5,
+                    Entry::Guide(_) => 0.8,
+                })?;
+        if let Some(semantic) = semantic {
+            found = self.fused(semantic, query, &found, filters);
+        }
+        found.truncate(limit);
         let hits: Vec<Hit> = found
             .into_iter()
             .map(|(entry, score)| hit::render(&self.api, &self.guides, entry, detail, score))
@@ -131,6 +212,38 @@ impl DocsIndex {
             .is_empty()
             .then(|| self.no_results_hint(query, filters));
         Ok(Results { hits, hint })
+    }
+
+    /// The lexical candidates fused with the operations nearest in meaning that pass the
+    /// filters; the lexical ones alone if the model fails.
+    fn fused(
+        &self,
+        semantic: &semantic::Semantic,
+        query: &str,
+        lexical: &[(Entry, f32)],
+        filters: &Filters,
+    ) -> Vec<(Entry, f32)> {
+        let passes = |i: usize| {
+            let operation = &self.api.operations[i];
+            filters
+                .method
+                .as_ref()
+                .is_none_or(|m| operation.method.eq_ignore_ascii_case(m))
+                && filters
+                    .group
+                    .as_ref()
+                    .is_none_or(|g| operation.group.eq_ignore_ascii_case(g))
+        };
+        let nearest = match semantic.nearest(query, self.fusion.candidates, passes) {
+            Ok(nearest) => nearest,
+            Err(error) => {
+                tracing::warn!(%error, "the embedding model failed; this search is lexical");
+                return lexical.to_vec();
+            }
+        };
+        let lexical: Vec<Entry> = lexical.iter().map(|(entry, _)| *entry).collect();
+        let nearest: Vec<usize> = nearest.into_iter().map(|(i, _)| i).collect();
+        self.fusion.fuse(&lexical, &nearest)
     }
 
     fn no_results_hint(&self, query: &str, filters: &Filters) -> String {

@@ -20,24 +20,9 @@ struct Meta {
     last_modified: Option<String>,
 }
 
-/// Where cached specs live: `$SDKBOX_CACHE_DIR`, else the user's cache directory
-/// (`$XDG_CACHE_HOME` or `~/.cache` on Linux, `~/Library/Caches` on macOS) under `sdkbox/specs`.
+/// Where cached specs live: `specs` under sdkbox's cache root ([`crate::user_cache::dir`]).
 pub fn default_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("SDKBOX_CACHE_DIR").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir));
-    }
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from);
-    let base = if cfg!(target_os = "macos") {
-        home.map(|h| h.join("Library/Caches"))
-    } else {
-        std::env::var_os("XDG_CACHE_HOME")
-            .filter(|d| !d.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| home.map(|h| h.join(".cache")))
-    };
-    base.map(|b| b.join("sdkbox/specs"))
+    crate::user_cache::dir("specs")
 }
 
 /// The spec at `url`: fetched (revalidating the copy in `dir`, if there is one), or the copy

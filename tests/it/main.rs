@@ -25,5 +25,6 @@ mod pool;
 mod provider;
 mod sdk;
 mod search;
+mod semantic;
 mod specs;
 mod support;
