@@ -127,7 +127,7 @@ pub struct ModelArgs {
     #[arg(long, env = "SDKBOX_MODEL_DIR")]
     pub model_dir: Option<PathBuf>,
     /// Rank search_docs lexically only: no embedding model, no download.
-    #[arg(long, env = "SDKBOX_NO_MODEL", conflicts_with = "model_dir")]
+    #[arg(long, env = "SDKBOX_NO_MODEL", value_parser = clap::builder::FalseyValueParser::new())]
     pub no_model: bool,
 }
 

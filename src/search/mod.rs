@@ -200,7 +200,12 @@ impl DocsIndex {
                     Entry::Schema(_) => 0.5,
                     Entry::Guide(_) => 0.8,
                 })?;
-        if let Some(semantic) = semantic {
+        // Nothing lexical at all (not even a typo away) is a query with no word of the API:
+        // the nearest operations in meaning would be confident-looking noise, and the hint
+        // says more.
+        if let Some(semantic) = semantic
+            && !found.is_empty()
+        {
             found = self.fused(semantic, query, &found, filters);
         }
         found.truncate(limit);

@@ -31,8 +31,13 @@ fn demo_spec() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("docs-index/demo/openapi.yaml")
 }
 
+/// A query whose words are not the demo's: lexically its best hit is the `Refund` schema,
+/// by meaning the operation that makes one.
+const PARAPHRASE: &str = "take back goods from a buyer";
+
 /// `serve --demo --model-dir`: stdio answers at once; the log says when search ranks by
-/// meaning; search_docs then still answers with the demo's operations.
+/// meaning; from then on search_docs puts the operation first where the lexical ranking
+/// alone does not (checked here too, so the test fails if fusion does nothing).
 #[tokio::test]
 async fn the_server_starts_at_once_and_then_ranks_by_meaning() {
     let Some(model) = model() else {
@@ -73,16 +78,33 @@ async fn the_server_starts_at_once_and_then_ranks_by_meaning() {
     })
     .await
     .expect("no embeddings within 120 s");
-    let search = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}
-{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search_docs","arguments":{"query":"give a customer their money back"}}}
-"#;
+    let search = format!(
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}
+{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"search_docs","arguments":{{"query":"{PARAPHRASE}"}}}}}}
+"#
+    );
     stdin.write_all(search.as_bytes()).await.unwrap();
     let answer = tokio::time::timeout(Duration::from_secs(30), stdout.next_line())
         .await
         .unwrap()
         .unwrap()
         .unwrap();
-    assert!(answer.contains("api.refunds.create"), "{answer}");
+    let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.starts_with("POST /refunds  api.refunds.create"),
+        "{answer}"
+    );
+    let lexical = sdkbox()
+        .args(["search", "--spec"])
+        .arg(demo_spec())
+        .arg(PARAPHRASE)
+        .output()
+        .unwrap();
+    let lexical = String::from_utf8_lossy(&lexical.stdout);
+    assert!(lexical.starts_with("schema Refund"), "{lexical}");
     assert_eq!(
         std::fs::read_dir(cache.path().join("embeddings"))
             .unwrap()
@@ -169,6 +191,22 @@ async fn the_default_model_downloads_once_and_only_with_the_pinned_digests() {
     );
     assert!(!stderr.contains("lexical only"), "{stderr}");
 
+    // A cached file that is no longer the pinned one is fetched again before use.
+    let mut cut = std::fs::read(&downloaded).unwrap();
+    cut.truncate(1_000);
+    std::fs::write(&downloaded, cut).unwrap();
+    let (endpoint_again, cache_path) = (endpoint.clone(), cache.path().to_owned());
+    let repaired =
+        tokio::task::spawn_blocking(move || search_with_hub(&endpoint_again, &cache_path))
+            .await
+            .unwrap();
+    let stderr = String::from_utf8_lossy(&repaired.stderr);
+    assert!(
+        repaired.status.success() && stderr.contains(": 100%"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(&downloaded).unwrap().len(), 90_868_376);
+
     // Weights that are not the pinned ones are refused, and search goes on lexically.
     let mut files = model_files(&model);
     files[2].1[1_000_000] ^= 1;
@@ -201,6 +239,7 @@ fn a_model_directory_without_the_model_is_refused_at_start() {
         .arg("refund")
         .arg("--model-dir")
         .arg(empty.path())
+        .env_remove("SDKBOX_NO_MODEL")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -208,5 +247,21 @@ fn a_model_directory_without_the_model_is_refused_at_start() {
     assert!(
         stderr.contains("config.json") && stderr.contains("--no-model"),
         "{stderr}"
+    );
+
+    // SDKBOX_NO_MODEL=1, as the README says it, turns the model off: off wins.
+    let off = sdkbox()
+        .args(["search", "--spec"])
+        .arg(demo_spec())
+        .arg("refund")
+        .arg("--model-dir")
+        .arg(empty.path())
+        .env("SDKBOX_NO_MODEL", "1")
+        .output()
+        .unwrap();
+    assert!(
+        off.status.success(),
+        "{}",
+        String::from_utf8_lossy(&off.stderr)
     );
 }

@@ -68,7 +68,11 @@ pub fn cancel_after(millis: u64) -> CancellationToken {
 
 /// The built `sdkbox` binary, to run as a user does.
 pub fn sdkbox() -> std::process::Command {
-    std::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"))
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"));
+    // Lexical search, as the tests pin it, and no model download (tests/it/semantic.rs
+    // turns the model on where it is the subject).
+    command.env("SDKBOX_NO_MODEL", "1");
+    command
 }
 
 /// What a finished command printed on stdout, as JSON; the command must have succeeded
@@ -106,6 +110,7 @@ pub struct Listening {
 /// Spawns an HTTP server command and waits for the MCP endpoint it prints on stderr.
 pub async fn listening(mut command: tokio::process::Command) -> Listening {
     let mut child = command
+        .env("SDKBOX_NO_MODEL", "1")
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -152,7 +157,7 @@ impl RawServer {
     /// Starts `sdkbox` with `args` and environment `env`, and completes the MCP handshake.
     pub async fn start_with(args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"));
-        command.kill_on_drop(true);
+        command.kill_on_drop(true).env("SDKBOX_NO_MODEL", "1");
         for (k, v) in env {
             command.env(k, v);
         }

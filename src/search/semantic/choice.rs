@@ -69,6 +69,7 @@ impl ModelChoice {
             Self::Dir(dir) => dir.clone(),
             Self::Default => {
                 let dir = weights::cached_dir()?;
+                weights::discard_unpinned(&dir);
                 if !weights::is_complete(&dir) {
                     let downloaded = tokio::runtime::Builder::new_current_thread()
                         .enable_all()

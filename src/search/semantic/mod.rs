@@ -18,6 +18,8 @@ use crate::spec::{Api, Operation};
 
 /// The version of [`operation_text`]: cached vectors of another version are not used.
 pub const TEXT_VERSION: u32 = 1;
+/// A query is cut to this many characters before it is embedded.
+const MAX_QUERY_CHARS: usize = 2_000;
 /// Operations embedded per forward pass.
 const BATCH: usize = 16;
 
@@ -99,6 +101,12 @@ impl Semantic {
         limit: usize,
         allowed: impl Fn(usize) -> bool,
     ) -> Result<Vec<(usize, f32)>, ModelError> {
+        // The tokenizer reads all of a text before it cuts it to MAX_TOKENS; a query longer
+        // than this carries no more meaning, only work.
+        let query = match query.char_indices().nth(MAX_QUERY_CHARS) {
+            Some((end, _)) => &query[..end],
+            None => query,
+        };
         let Some(query) = self.embedder.embed(&[query])?.pop() else {
             return Ok(Vec::new());
         };

@@ -83,6 +83,20 @@ impl Embedder {
                 path: config_path.clone(),
                 message: e.to_string(),
             })?;
+        let heads = config.num_attention_heads;
+        if config.hidden_size == 0
+            || heads == 0
+            || !config.hidden_size.is_multiple_of(heads)
+            || config.max_position_embeddings < 3
+        {
+            return Err(ModelError::Config {
+                path: config_path,
+                message: format!(
+                    "hidden_size {} must be a positive multiple of num_attention_heads {heads}, and max_position_embeddings {} at least 3",
+                    config.hidden_size, config.max_position_embeddings
+                ),
+            });
+        }
         let tokenizer_text = read(&dir.join("tokenizer.json"))?;
         let mut tokenizer = Tokenizer::from_bytes(&tokenizer_text)
             .map_err(|e| ModelError::Tokenizer(e.to_string()))?;

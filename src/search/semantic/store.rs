@@ -57,8 +57,9 @@ pub fn save(path: &Path, rows: usize, dimensions: usize, vectors: &[f32]) -> std
     for value in vectors {
         bytes.extend_from_slice(&value.to_le_bytes());
     }
-    let temporary = tempfile::NamedTempFile::new_in(dir)?;
-    std::fs::write(temporary.path(), &bytes)?;
+    let mut temporary = tempfile::NamedTempFile::new_in(dir)?;
+    std::io::Write::write_all(&mut temporary, &bytes)?;
+    temporary.as_file().sync_all()?;
     temporary.persist(path).map_err(|e| e.error)?;
     Ok(())
 }

@@ -15,6 +15,8 @@ use super::model::{MODEL_FILES, ModelError};
 pub const MODEL_ID: &str = "sentence-transformers/all-MiniLM-L6-v2";
 /// The revision downloaded (the digests below pin the content).
 pub const REVISION: &str = "main";
+/// The size in bytes of each of [`MODEL_FILES`]: a download that grows past it is cut off.
+const SIZES: [u64; 3] = [612, 466_247, 90_868_376];
 /// The SHA-256 of each of [`MODEL_FILES`], as measured.
 const DIGESTS: [&str; 3] = [
     "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
@@ -32,6 +34,34 @@ pub fn is_complete(dir: &Path) -> bool {
     MODEL_FILES.iter().all(|f| dir.join(f).is_file())
 }
 
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Removes every file in `dir` that is not the pinned one (cut, corrupted, replaced), and
+/// what an interrupted download left; [`download`] then fetches what is missing.
+pub fn discard_unpinned(dir: &Path) {
+    for (file, expected) in MODEL_FILES.iter().zip(DIGESTS) {
+        let path = dir.join(file);
+        if let Ok(bytes) = std::fs::read(&path)
+            && sha256_hex(&bytes) != expected
+        {
+            tracing::warn!(path = %path.display(), "not the pinned model file; downloading it again");
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().starts_with(".tmp") {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
 /// Downloads the pinned model into `dir` from `endpoint` (the hub, or `$HF_ENDPOINT` as its
 /// own tools read it), checking each file's digest before it is moved into place; prints a
 /// progress line on stderr at every tenth of the weights.
@@ -43,10 +73,11 @@ pub async fn download(dir: &Path, endpoint: &str) -> Result<(), ModelError> {
     })?;
     let client = reqwest::Client::builder()
         .connect_timeout(std::time::Duration::from_secs(10))
+        .read_timeout(std::time::Duration::from_secs(30))
         .user_agent(concat!("sdkbox/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| failed(e.to_string()))?;
-    for (file, expected) in MODEL_FILES.iter().zip(DIGESTS) {
+    for ((file, expected), size) in MODEL_FILES.iter().zip(DIGESTS).zip(SIZES) {
         if dir.join(file).is_file() {
             continue;
         }
@@ -73,7 +104,12 @@ pub async fn download(dir: &Path, endpoint: &str) -> Result<(), ModelError> {
                 .write_all(&chunk)
                 .map_err(|e| failed(e.to_string()))?;
             received += chunk.len() as u64;
-            if let Some(total) = total.filter(|t| *t > 1_000_000) {
+            if received > size {
+                return Err(failed(format!(
+                    "{url} sent more than the pinned file's {size} bytes: not used"
+                )));
+            }
+            if let Some(total) = total.filter(|t| *t > 1_000_000 && *t <= size) {
                 let tenth = received * 10 / total;
                 if tenth > shown {
                     shown = tenth;

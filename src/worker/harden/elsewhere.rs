@@ -8,13 +8,13 @@ use super::HardenError;
 /// Why the Linux-only steps do not apply, as the probe reports it.
 const NOT_LINUX: &str = "none: not Linux (no namespaces, capabilities or seccomp here); the worker is a separate process with resource limits";
 
-/// Closes every descriptor from `first` up to the open-files limit (no `close_range` on
-/// every one of these systems).
+/// Closes every descriptor from `first` up to the open-files hard limit (a descriptor at or
+/// above a lowered soft limit may still be open), at most 2^20 (no `close_range` on every
+/// one of these systems).
 pub(super) fn close_from(first: u32) -> std::io::Result<()> {
-    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
-        .current
-        .unwrap_or(u64::from(u16::MAX))
-        .min(u64::from(u16::MAX));
+    let limits = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    // No maximum means unlimited; the hard limit is never below the soft one.
+    let limit = limits.maximum.unwrap_or(1 << 20).min(1 << 20);
     for descriptor in u64::from(first)..limit {
         #[allow(
             unsafe_code,

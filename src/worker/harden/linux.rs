@@ -19,7 +19,8 @@ pub(super) fn close_from(first: u32) -> std::io::Result<()> {
     )]
     // SAFETY: called at the start of the worker, before it opens or owns any descriptor above
     // 2, so no Rust object refers to the descriptors this closes.
-    let closed = unsafe { libc::close_range(first, u32::MAX, 0) };
+    // The system call itself: the C library's wrapper exists only in glibc 2.34 and later.
+    let closed = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0) };
     if closed == 0 {
         Ok(())
     } else {

@@ -95,6 +95,8 @@ pub fn harden(limits: &ProcessLimits) -> Result<Isolation, HardenError> {
         current: Some(n),
         maximum: Some(n),
     };
+    // OpenBSD has no RLIMIT_AS (and macOS does not enforce it).
+    #[cfg(not(target_os = "openbsd"))]
     setrlimit(Resource::As, limit(limits.address_space_bytes))
         .map_err(step("limit address space"))?;
     setrlimit(Resource::Cpu, limit(limits.cpu_seconds)).map_err(step("limit CPU time"))?;

@@ -37,7 +37,7 @@ async function instance() {
   const child = spawn(
     process.env.SDKBOX_BIN,
     ["serve", "--demo", "--stateless", "--http", "127.0.0.1:0", "--token-env", "SDKBOX_TOKEN"],
-    { env: { ...process.env, SDKBOX_TOKEN: token }, stdio: ["ignore", "ignore", "pipe"] },
+    { env: { ...process.env, SDKBOX_TOKEN: token, SDKBOX_NO_MODEL: "1" }, stdio: ["ignore", "ignore", "pipe"] },
   );
   children.push(child);
   let seen = "";
