@@ -15,8 +15,8 @@ use url::Url;
 /// The command's flags.
 #[derive(Args)]
 pub struct ServeArgs {
-    /// Serve the bundled demo API ("Acme Shop"), started on a free loopback port: no key,
-    /// no network.
+    /// Serve the bundled demo API ("Acme Shop"), started on a free loopback port: no key, and
+    /// no network but the search model's one-time download (--no-model skips it).
     #[arg(long, conflicts_with = "config")]
     pub demo: bool,
     /// A provider file (TOML); the flags below override it.
