@@ -9,6 +9,7 @@ pub mod config;
 pub mod deadline;
 pub mod demo;
 pub mod egress;
+mod hex;
 mod lock;
 pub mod sandbox;
 pub mod sdk;

@@ -7,6 +7,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::hex::hex;
+
 /// Characters of a URL, header or body a human is shown; a request with a longer one is not
 /// put to a human at all (they approve only what they can see whole).
 pub const MAX_SHOWN: usize = 8_000;
@@ -161,10 +163,6 @@ pub fn code_digest(caller: u64, code: &str) -> String {
     hash.update(caller.to_le_bytes());
     hash.update(code.as_bytes());
     hex(&hash.finalize())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `bytes` random bytes as hex, for ids that must not be guessed; `None` without randomness,

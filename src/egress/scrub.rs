@@ -270,7 +270,7 @@ fn encodings(secret: &str) -> Vec<String> {
             b.is_ascii_alphanumeric() || b"-_.!~*'()".contains(&b)
         }),
         percent(bytes, |_| false),
-        bytes.iter().map(|b| format!("{b:02x}")).collect(),
+        crate::hex::hex(bytes),
         html(secret, |c| match c {
             '&' => Some("&amp;".into()),
             '<' => Some("&lt;".into()),

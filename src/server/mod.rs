@@ -98,17 +98,16 @@ impl SdkboxServer {
             group: input.group,
         };
         let limit = input.limit.unwrap_or(DEFAULT_LIMIT);
-        let results = self
-            .provider
-            .docs
-            .search(
-                &input.query,
-                limit,
-                input.detail.unwrap_or_default(),
-                &filters,
-            )
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        let mut results = results;
+        let detail = input.detail.unwrap_or_default();
+        // With the embedding model a search is a forward pass (milliseconds of CPU): off the
+        // async runtime's threads, which serve every other call meanwhile.
+        let provider = self.provider.clone();
+        let mut results = tokio::task::spawn_blocking(move || {
+            provider.docs.search(&input.query, limit, detail, &filters)
+        })
+        .await
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         for hit in results.hits.iter_mut().filter(|h| h.kind == "operation") {
             let name = hit.id.trim_start_matches("api.");
             match self.provider.approvals.rules.of_name(name) {

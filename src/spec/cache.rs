@@ -34,11 +34,7 @@ pub async fn fetch(
     accept: impl Fn(&str) -> Result<(), String>,
 ) -> Result<String, String> {
     let paths = dir.map(|dir| {
-        let name: String = Sha256::digest(url.as_bytes())
-            .iter()
-            .take(16)
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let name = crate::hex::hex(&Sha256::digest(url.as_bytes())[..16]);
         (
             dir.join(format!("{name}.spec")),
             dir.join(format!("{name}.json")),

@@ -27,8 +27,14 @@ fn model() -> Option<PathBuf> {
     .then_some(dir)
 }
 
-fn demo_spec() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("docs-index/demo/openapi.yaml")
+/// `sdkbox search` over the demo's spec (lexical unless the caller turns the model on).
+fn demo_search(query: &str) -> std::process::Command {
+    let mut command = sdkbox();
+    command
+        .args(["search", "--spec"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs-index/demo/openapi.yaml"))
+        .arg(query);
+    command
 }
 
 /// A query whose words are not the demo's: lexically its best hit is the `Refund` schema,
@@ -97,12 +103,7 @@ async fn the_server_starts_at_once_and_then_ranks_by_meaning() {
         text.starts_with("POST /refunds  api.refunds.create"),
         "{answer}"
     );
-    let lexical = sdkbox()
-        .args(["search", "--spec"])
-        .arg(demo_spec())
-        .arg(PARAPHRASE)
-        .output()
-        .unwrap();
+    let lexical = demo_search(PARAPHRASE).output().unwrap();
     let lexical = String::from_utf8_lossy(&lexical.stdout);
     assert!(lexical.starts_with("schema Refund"), "{lexical}");
     assert_eq!(
@@ -139,10 +140,7 @@ fn model_files(model: &Path) -> Vec<(String, Vec<u8>)> {
 
 /// Runs `sdkbox search` with no model directory: the default model, from `endpoint`.
 fn search_with_hub(endpoint: &str, cache: &Path) -> std::process::Output {
-    sdkbox()
-        .args(["search", "--spec"])
-        .arg(demo_spec())
-        .arg("refund an order")
+    demo_search("refund an order")
         .env("HF_ENDPOINT", endpoint)
         .env("SDKBOX_CACHE_DIR", cache)
         .env_remove("SDKBOX_MODEL_DIR")
@@ -233,10 +231,7 @@ async fn the_default_model_downloads_once_and_only_with_the_pinned_digests() {
 #[test]
 fn a_model_directory_without_the_model_is_refused_at_start() {
     let empty = tempfile::tempdir().unwrap();
-    let output = sdkbox()
-        .args(["search", "--spec"])
-        .arg(demo_spec())
-        .arg("refund")
+    let output = demo_search("refund")
         .arg("--model-dir")
         .arg(empty.path())
         .env_remove("SDKBOX_NO_MODEL")
@@ -250,10 +245,7 @@ fn a_model_directory_without_the_model_is_refused_at_start() {
     );
 
     // SDKBOX_NO_MODEL=1, as the README says it, turns the model off: off wins.
-    let off = sdkbox()
-        .args(["search", "--spec"])
-        .arg(demo_spec())
-        .arg("refund")
+    let off = demo_search("refund")
         .arg("--model-dir")
         .arg(empty.path())
         .env("SDKBOX_NO_MODEL", "1")

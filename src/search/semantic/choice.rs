@@ -61,43 +61,60 @@ impl ModelChoice {
         }
     }
 
-    /// The loaded model, downloading the default one first when it is not cached; `None`
-    /// when off. Blocks: call it on a thread of its own, outside any async runtime.
+    /// The loaded model, downloading the default one first when it is not cached or is not
+    /// the pinned one; `None` when off. Blocks: call it on a thread of its own, outside any
+    /// async runtime.
     pub fn prepare(&self) -> Option<Result<Arc<Embedder>, ModelError>> {
-        let dir = match self {
-            Self::Off => return None,
-            Self::Dir(dir) => dir.clone(),
-            Self::Default => {
-                let dir = weights::cached_dir()?;
-                weights::discard_unpinned(&dir);
-                if !weights::is_complete(&dir) {
-                    let downloaded = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .map_err(|e| ModelError::Download(e.to_string()))
-                        .and_then(|runtime| runtime.block_on(weights::download(&dir, &endpoint())));
-                    if let Err(error) = downloaded {
-                        return Some(Err(error));
-                    }
-                }
-                dir
-            }
-        };
-        Some(Embedder::load(&dir).map(Arc::new))
+        match self {
+            Self::Off => None,
+            Self::Dir(dir) => Some(Embedder::load(dir).map(Arc::new)),
+            Self::Default => Some(default_model().map(Arc::new)),
+        }
     }
 
     /// Gets the model ready for `docs` in the background (see
     /// [`DocsIndex::embed_in_background`]); nothing when off.
     pub fn start(self, docs: &DocsIndex) {
-        if self == Self::Off {
-            return;
+        let load: Box<dyn FnOnce() -> Result<Embedder, ModelError> + Send> = match self {
+            Self::Off => return,
+            Self::Dir(dir) => Box::new(move || Embedder::load(&dir)),
+            Self::Default => Box::new(default_model),
+        };
+        docs.embed_in_background(move || load().map(Arc::new), embeddings_cache());
+    }
+}
+
+/// The pinned model from the cache: downloaded when a file is missing, and again for any
+/// file whose digest is not the pinned one (each file is hashed once, as it loads).
+fn default_model() -> Result<Embedder, ModelError> {
+    let dir = weights::cached_dir().ok_or_else(|| {
+        ModelError::Download(
+            "no cache directory to download into: set SDKBOX_CACHE_DIR or HOME, or pass --model-dir".into(),
+        )
+    })?;
+    weights::remove_leftovers(&dir);
+    let download = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| ModelError::Download(e.to_string()))
+            .and_then(|runtime| runtime.block_on(weights::download(&dir, &endpoint())))
+    };
+    if !weights::is_complete(&dir) {
+        download()?;
+    }
+    match weights::load_pinned(&dir) {
+        Err(ModelError::Unpinned(files)) => {
+            tracing::warn!(
+                ?files,
+                "cached model files are not the pinned ones; downloading them again"
+            );
+            for file in &files {
+                let _ = std::fs::remove_file(dir.join(file));
+            }
+            download()?;
+            weights::load_pinned(&dir)
         }
-        docs.embed_in_background(
-            move || {
-                self.prepare()
-                    .unwrap_or_else(|| Err(ModelError::Download("no cache directory".into())))
-            },
-            embeddings_cache(),
-        );
+        loaded => loaded,
     }
 }

@@ -40,6 +40,9 @@ pub enum ModelError {
     /// The tokenizer file is invalid, or tokenizing failed.
     #[error("tokenizer: {0}")]
     Tokenizer(String),
+    /// These files are not the pinned ones (cut, corrupted, replaced).
+    #[error("{0:?} are not the pinned model files")]
+    Unpinned(Vec<&'static str>),
     /// The model could not be downloaded.
     #[error("cannot download the model: {0}")]
     Download(String),
@@ -65,6 +68,11 @@ impl std::fmt::Debug for Embedder {
     }
 }
 
+/// Lower-case hex SHA-256 of `bytes`.
+fn sha256_hex(bytes: &[u8]) -> String {
+    crate::hex::hex(&Sha256::digest(bytes))
+}
+
 fn read(path: &Path) -> Result<Vec<u8>, ModelError> {
     std::fs::read(path).map_err(|source| ModelError::Read {
         path: path.to_owned(),
@@ -76,8 +84,31 @@ impl Embedder {
     /// Loads the model in `dir` ([`MODEL_FILES`]). The weights are read into memory with
     /// candle's safe buffered loader (no memory map).
     pub fn load(dir: &Path) -> Result<Self, ModelError> {
+        Self::load_pinned(dir, None)
+    }
+
+    /// Loads the model in `dir` if each file's SHA-256 is `pins`' (in [`MODEL_FILES`]
+    /// order), checked before anything is parsed; [`ModelError::Unpinned`] names the others.
+    /// Each file is read and hashed once: the digests also key the cached embeddings.
+    pub fn load_pinned(dir: &Path, pins: Option<&[&str; 3]>) -> Result<Self, ModelError> {
         let config_path = dir.join("config.json");
         let config_text = read(&config_path)?;
+        let tokenizer_text = read(&dir.join("tokenizer.json"))?;
+        let weights = read(&dir.join("model.safetensors"))?;
+        let file_digests = [&config_text, &tokenizer_text, &weights].map(|bytes| sha256_hex(bytes));
+        if let Some(pins) = pins {
+            let unpinned: Vec<&'static str> = MODEL_FILES
+                .iter()
+                .zip(pins)
+                .zip(&file_digests)
+                .filter(|((_, pin), got)| got != *pin)
+                .map(|((file, _), _)| *file)
+                .collect();
+            if !unpinned.is_empty() {
+                return Err(ModelError::Unpinned(unpinned));
+            }
+        }
+        let digest = sha256_hex(file_digests.concat().as_bytes());
         let config: Config =
             serde_json::from_slice(&config_text).map_err(|e| ModelError::Config {
                 path: config_path.clone(),
@@ -97,7 +128,6 @@ impl Embedder {
                 ),
             });
         }
-        let tokenizer_text = read(&dir.join("tokenizer.json"))?;
         let mut tokenizer = Tokenizer::from_bytes(&tokenizer_text)
             .map_err(|e| ModelError::Tokenizer(e.to_string()))?;
         tokenizer.with_padding(Some(PaddingParams {
@@ -111,17 +141,6 @@ impl Embedder {
                 ..TruncationParams::default()
             }))
             .map_err(|e| ModelError::Tokenizer(e.to_string()))?;
-        let weights = read(&dir.join("model.safetensors"))?;
-        let mut digest = Sha256::new();
-        for part in [&config_text, &tokenizer_text, &weights] {
-            digest.update((part.len() as u64).to_le_bytes());
-            digest.update(part);
-        }
-        let digest = digest
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)?;
         let model = BertModel::load(vb, &config)?;
         Ok(Self {

@@ -18,10 +18,7 @@ pub fn path(dir: &Path, model_digest: &str, version: u32, texts: &[String]) -> P
         digest.update((text.len() as u64).to_le_bytes());
         digest.update(text.as_bytes());
     }
-    let name: String = digest.finalize()[..16]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let name = crate::hex::hex(&digest.finalize()[..16]);
     dir.join(format!("{name}.emb"))
 }
 

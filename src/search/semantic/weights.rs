@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 
-use super::model::{MODEL_FILES, ModelError};
+use super::model::{Embedder, MODEL_FILES, ModelError};
 
 /// The model sdkbox downloads: a sentence-transformers export of all-MiniLM-L6-v2.
 pub const MODEL_ID: &str = "sentence-transformers/all-MiniLM-L6-v2";
@@ -34,30 +34,19 @@ pub fn is_complete(dir: &Path) -> bool {
     MODEL_FILES.iter().all(|f| dir.join(f).is_file())
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+/// Loads the model in `dir` if it is the pinned one (see [`Embedder::load_pinned`]).
+pub fn load_pinned(dir: &Path) -> Result<Embedder, ModelError> {
+    Embedder::load_pinned(dir, Some(&DIGESTS))
 }
 
-/// Removes every file in `dir` that is not the pinned one (cut, corrupted, replaced), and
-/// what an interrupted download left; [`download`] then fetches what is missing.
-pub fn discard_unpinned(dir: &Path) {
-    for (file, expected) in MODEL_FILES.iter().zip(DIGESTS) {
-        let path = dir.join(file);
-        if let Ok(bytes) = std::fs::read(&path)
-            && sha256_hex(&bytes) != expected
-        {
-            tracing::warn!(path = %path.display(), "not the pinned model file; downloading it again");
-            let _ = std::fs::remove_file(&path);
-        }
-    }
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            if entry.file_name().to_string_lossy().starts_with(".tmp") {
-                let _ = std::fs::remove_file(entry.path());
-            }
+/// Removes what an interrupted download left in `dir` (its temporary files).
+pub fn remove_leftovers(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(".tmp") {
+            let _ = std::fs::remove_file(entry.path());
         }
     }
 }
@@ -121,11 +110,7 @@ pub async fn download(dir: &Path, endpoint: &str) -> Result<(), ModelError> {
                 }
             }
         }
-        let got: String = digest
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let got = crate::hex::hex(&digest.finalize());
         if got != expected {
             return Err(failed(format!(
                 "{url} has SHA-256 {got}, not the pinned {expected}: not used"
