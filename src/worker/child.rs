@@ -48,7 +48,7 @@ pub fn serve(settings: WorkerSettings) -> Result<(), WorkerError> {
         let isolation = harden(&settings.process)?;
         tracing::debug!(namespaces = %isolation.namespaces, "worker hardened");
         channel
-            .send(&FromWorker::Hello {
+            .send(FromWorker::Hello {
                 version: PROTOCOL_VERSION,
             })
             .await?;
@@ -62,11 +62,13 @@ pub fn serve(settings: WorkerSettings) -> Result<(), WorkerError> {
             else {
                 continue; // a late reply or cancel for an execution that already ended
             };
-            // The runtime for this job was prepared while idle; the next is prepared after it.
-            let this = std::mem::replace(&mut prepared, prepare(settings.runtime));
+            // The runtime for this job was prepared while idle. The next one is prepared once
+            // this job has reported, not beside it: restoring a runtime takes milliseconds of
+            // CPU that the running job would otherwise share its cores with.
             let deadline = Deadline::after(remaining);
-            channel.send(&FromWorker::Started).await?;
-            run_one(&mut channel, &code, &limits, deadline, this).await?;
+            channel.send(FromWorker::Started).await?;
+            run_one(&mut channel, &code, &limits, deadline, prepared).await?;
+            prepared = prepare(settings.runtime);
         }
         Ok(())
     })
@@ -78,14 +80,14 @@ async fn send_report(
     channel: &mut Channel,
     report: crate::sandbox::Report,
 ) -> Result<(), WorkerError> {
-    match channel.send(&FromWorker::Done { report }).await {
+    match channel.send(FromWorker::Done { report }).await {
         Err(error) if too_large(&error).is_some() => {
             let error = ExecError::new(
                 ErrorKind::Limit,
                 format!("the execution's report was too large to send: {error}"),
             );
             let report = crate::sandbox::Report::failed(error);
-            Ok(channel.send(&FromWorker::Done { report }).await?)
+            Ok(channel.send(FromWorker::Done { report }).await?)
         }
         other => Ok(other?),
     }
@@ -163,7 +165,7 @@ async fn run_one(
                     Outgoing::Http(request) => FromWorker::Http { request_id, request },
                     Outgoing::Call(call) => FromWorker::Call { request_id, call },
                 };
-                match channel.send(&message).await {
+                match channel.send(message).await {
                     Ok(()) => {
                         waiting.insert(request_id, reply);
                     }
