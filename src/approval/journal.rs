@@ -85,22 +85,12 @@ impl Journal {
 mod tests {
     use super::*;
 
-    fn response(body: &str) -> ScriptResponse {
-        ScriptResponse {
-            status: 200,
-            status_text: "OK".into(),
-            url: "http://h/x".into(),
-            headers: Vec::new(),
-            body: body.into(),
-        }
-    }
-
     #[test]
     fn each_recorded_write_answers_one_identical_write() {
         let mut journal = Journal::default();
         let a = Fingerprint("a".into());
-        journal.record(a.clone(), &response("first"));
-        journal.record(a.clone(), &response("second"));
+        journal.record(a.clone(), &ScriptResponse::ok_for_tests("first"));
+        journal.record(a.clone(), &ScriptResponse::ok_for_tests("second"));
         assert!(journal.take(&Fingerprint("b".into())).is_none());
         assert_eq!(journal.take(&a).unwrap().body, "first");
         assert_eq!(journal.take(&a).unwrap().body, "second");
@@ -111,8 +101,8 @@ mod tests {
     fn a_journal_is_bounded_but_never_forgets_a_write() {
         let mut journal = Journal::default();
         let big = "x".repeat(MAX_JOURNAL_BYTES);
-        journal.record(Fingerprint("a".into()), &response(&big));
-        journal.record(Fingerprint("b".into()), &response(&big));
+        journal.record(Fingerprint("a".into()), &ScriptResponse::ok_for_tests(&big));
+        journal.record(Fingerprint("b".into()), &ScriptResponse::ok_for_tests(&big));
         let b = journal.take(&Fingerprint("b".into())).unwrap();
         assert!(b.body.contains("not sent again"), "{}", b.body.len());
     }

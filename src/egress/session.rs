@@ -83,6 +83,20 @@ pub struct ScriptResponse {
     pub body: String,
 }
 
+#[cfg(test)]
+impl ScriptResponse {
+    /// A 200 JSON response with `body`, for tests.
+    pub fn ok_for_tests(body: &str) -> Self {
+        Self {
+            status: 200,
+            status_text: "OK".into(),
+            url: "http://127.0.0.1/x".into(),
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: body.into(),
+        }
+    }
+}
+
 /// One entry of the call log returned with every execution: written when the request is
 /// sent, completed when it ends.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -546,7 +560,9 @@ impl State {
             status_text: raw.status.canonical_reason().unwrap_or("").to_owned(),
             url: raw.url.to_string(),
             headers,
-            body: String::from_utf8_lossy(&raw.body).into_owned(),
+            // Valid UTF-8, the usual case, is taken as it is, without a copy.
+            body: String::from_utf8(raw.body)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
         }
     }
 }

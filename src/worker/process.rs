@@ -201,7 +201,7 @@ impl WorkerProcess {
             limits: limits.clone(),
             remaining: deadline.left(),
         };
-        if self.channel.send(&run).await.is_err() {
+        if self.channel.send(run).await.is_err() {
             return Err(RunFailure::NotStarted(self.exit_status().await));
         }
         let mut started = false;
@@ -232,7 +232,7 @@ impl WorkerProcess {
                 },
                 Some(Ok((request_id, result))) = in_flight.join_next() => {
                     let reply = ToWorker::HttpReply { request_id, result };
-                    let sent = match self.channel.send(&reply).await {
+                    let sent = match self.channel.send(reply).await {
                         // A reply too large to frame (a body of escapes, say) is refused
                         // here; the script gets a limit error and the worker lives on.
                         Err(error) if too_large(&error).is_some() => {
@@ -240,7 +240,7 @@ impl WorkerProcess {
                                 kind: "limit".into(),
                                 message: format!("the response is too large to hand to the sandbox: {error}"),
                             });
-                            self.channel.send(&ToWorker::HttpReply { request_id, result }).await
+                            self.channel.send(ToWorker::HttpReply { request_id, result }).await
                         }
                         sent => sent,
                     };
@@ -252,10 +252,10 @@ impl WorkerProcess {
                     cancel_sent = true;
                     in_flight.abort_all();
                     killed_at = Some(Instant::now() + grace);
-                    let _ = self.channel.send(&ToWorker::Cancel).await;
+                    let _ = self.channel.send(ToWorker::Cancel).await;
                 }
                 running = deadline.changed(&mut held) => {
-                    if self.channel.send(&ToWorker::Deadline { running }).await.is_err() {
+                    if self.channel.send(ToWorker::Deadline { running }).await.is_err() {
                         return Err(RunFailure::Crashed(self.exit_status().await));
                     }
                 }

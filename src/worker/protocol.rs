@@ -1,5 +1,13 @@
-//! The supervisor-worker protocol: length-prefixed JSON frames over a Unix socket, one
-//! execution at a time, with HTTP requests forwarded to the supervisor by number.
+//! The supervisor-worker protocol: length-prefixed frames over a Unix socket, one execution
+//! at a time, with HTTP requests forwarded to the supervisor by number.
+//!
+//! A frame is a JSON header and, for a message that carries a body (a response handed to the
+//! script, a request it sends), the body after it as raw UTF-8: a body of megabytes is
+//! copied, never JSON-escaped and unescaped (which cost 10 ms for 2 MB each way).
+//!
+//! ```text
+//! [u32 frame length][u32 header length][header: JSON][body: UTF-8 bytes, to the frame's end]
+//! ```
 
 use std::time::Duration;
 
@@ -14,10 +22,13 @@ use crate::sandbox::{ExecLimits, NetworkError, Report};
 use crate::sdk::SdkCall;
 
 /// Bumped on any incompatible change; a worker of another version is refused at start.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The largest frame either side accepts: a script, a response body or a report.
 pub const MAX_FRAME: usize = 64 * 1024 * 1024;
+
+/// The bytes before a frame's header that give the header's length.
+const HEADER_LENGTH: usize = 4;
 
 /// A message too large for one frame: it was not sent, and the connection is intact. The
 /// other side would otherwise drop the connection, which kills the worker.
@@ -26,7 +37,7 @@ pub const MAX_FRAME: usize = 64 * 1024 * 1024;
     "the message is {size} bytes framed, over the worker protocol's limit of {MAX_FRAME} bytes"
 )]
 pub struct FrameTooLarge {
-    /// Its size as JSON.
+    /// Its size framed.
     pub size: usize,
 }
 
@@ -98,6 +109,61 @@ pub enum FromWorker {
     },
 }
 
+/// A message of the protocol, and the body it carries outside its JSON header.
+pub trait Message: Serialize + DeserializeOwned {
+    /// Takes the body out to be sent raw, leaving an empty one in its place.
+    fn take_body(&mut self) -> Option<String>;
+
+    /// Puts a received body back; fails for a message that has no place for one.
+    fn put_body(&mut self, body: String) -> Result<(), &'static str>;
+}
+
+impl Message for ToWorker {
+    fn take_body(&mut self) -> Option<String> {
+        match self {
+            ToWorker::HttpReply {
+                result: Ok(response),
+                ..
+            } => Some(std::mem::take(&mut response.body)),
+            _ => None,
+        }
+    }
+
+    fn put_body(&mut self, body: String) -> Result<(), &'static str> {
+        match self {
+            ToWorker::HttpReply {
+                result: Ok(response),
+                ..
+            } => {
+                response.body = body;
+                Ok(())
+            }
+            _ => Err("a body after a message that carries none"),
+        }
+    }
+}
+
+impl Message for FromWorker {
+    /// A request's body is taken out only when it has one; an empty one stays in the header,
+    /// so that "no body" and "an empty body" stay apart.
+    fn take_body(&mut self) -> Option<String> {
+        match self {
+            FromWorker::Http { request, .. } => request.body.as_mut().map(std::mem::take),
+            _ => None,
+        }
+    }
+
+    fn put_body(&mut self, body: String) -> Result<(), &'static str> {
+        match self {
+            FromWorker::Http { request, .. } if request.body.is_some() => {
+                request.body = Some(body);
+                Ok(())
+            }
+            _ => Err("a body after a message that carries none"),
+        }
+    }
+}
+
 /// One end of the socket, framed.
 pub struct Channel {
     framed: Framed<UnixStream, LengthDelimitedCodec>,
@@ -116,24 +182,155 @@ impl Channel {
 
     /// Sends one message; one over [`MAX_FRAME`] is not sent and fails with
     /// [`FrameTooLarge`] (see [`too_large`]), leaving the connection usable.
-    pub async fn send<T: Serialize>(&mut self, message: &T) -> std::io::Result<()> {
-        let bytes = serde_json::to_vec(message).map_err(std::io::Error::other)?;
-        if bytes.len() > MAX_FRAME {
-            return Err(std::io::Error::other(FrameTooLarge { size: bytes.len() }));
+    pub async fn send<T: Message>(&mut self, mut message: T) -> std::io::Result<()> {
+        let body = message.take_body().unwrap_or_default();
+        let header = serde_json::to_vec(&message).map_err(std::io::Error::other)?;
+        let size = HEADER_LENGTH + header.len() + body.len();
+        if size > MAX_FRAME {
+            return Err(std::io::Error::other(FrameTooLarge { size }));
         }
-        self.framed.send(bytes::Bytes::from(bytes)).await
+        let mut frame = bytes::BytesMut::with_capacity(size);
+        frame.extend_from_slice(&(header.len() as u32).to_be_bytes());
+        frame.extend_from_slice(&header);
+        frame.extend_from_slice(body.as_bytes());
+        self.framed.send(frame.freeze()).await
     }
 
     /// Receives one message; `None` when the other side closed the socket. Cancel-safe.
-    pub async fn recv<T: DeserializeOwned>(&mut self) -> std::io::Result<Option<T>> {
-        match self.framed.next().await {
-            None => Ok(None),
-            Some(frame) => {
-                let frame = frame?;
-                serde_json::from_slice(&frame)
-                    .map(Some)
-                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
-            }
+    pub async fn recv<T: Message>(&mut self) -> std::io::Result<Option<T>> {
+        let Some(frame) = self.framed.next().await else {
+            return Ok(None);
+        };
+        decode(&frame?).map(Some)
+    }
+}
+
+/// A frame's message, with its body put back.
+fn decode<T: Message>(frame: &[u8]) -> std::io::Result<T> {
+    let invalid = |e: &dyn std::fmt::Display| {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
+    };
+    let (length, rest) = frame
+        .split_first_chunk::<HEADER_LENGTH>()
+        .ok_or_else(|| invalid(&"a frame shorter than its header length"))?;
+    let length = u32::from_be_bytes(*length) as usize;
+    if length > rest.len() {
+        return Err(invalid(&"a header longer than its frame"));
+    }
+    let (header, body) = rest.split_at(length);
+    let mut message: T = serde_json::from_slice(header).map_err(|e| invalid(&e))?;
+    if !body.is_empty() {
+        let body = std::str::from_utf8(body).map_err(|e| invalid(&e))?;
+        message.put_body(body.to_owned()).map_err(|e| invalid(&e))?;
+    }
+    Ok(message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(body: Option<&str>) -> ScriptRequest {
+        serde_json::from_value(serde_json::json!({
+            "method": "POST", "url": "/x", "body": body,
+        }))
+        .unwrap()
+    }
+
+    fn pair() -> (Channel, Channel) {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let open = |s: std::os::unix::net::UnixStream| {
+            s.set_nonblocking(true).unwrap();
+            Channel::new(UnixStream::from_std(s).unwrap())
+        };
+        (open(a), open(b))
+    }
+
+    #[tokio::test]
+    async fn a_body_crosses_raw_and_comes_back_whole() {
+        let (mut supervisor, mut worker) = pair();
+        let body = "{\"quote\":\"\\\"\",\"line\":\"a\\nb\",\"é\":\"😀\"}".repeat(1_000);
+        let reply = ToWorker::HttpReply {
+            request_id: 7,
+            result: Ok(ScriptResponse::ok_for_tests(&body)),
+        };
+        supervisor.send(reply).await.unwrap();
+        let frame = worker.framed.next().await.unwrap().unwrap();
+        // Raw: the body is the frame's tail, byte for byte, not escaped in the header.
+        assert!(frame.ends_with(body.as_bytes()));
+        assert!(
+            frame.len() < body.len() + 300,
+            "{} bytes framed",
+            frame.len()
+        );
+        let ToWorker::HttpReply {
+            request_id,
+            result: Ok(got),
+        } = decode::<ToWorker>(&frame).unwrap()
+        else {
+            panic!("not a reply");
+        };
+        assert_eq!((request_id, got.body, got.status), (7, body, 200));
+    }
+
+    #[tokio::test]
+    async fn no_body_and_an_empty_body_stay_apart() {
+        let (mut worker, mut supervisor) = pair();
+        for body in [None, Some(""), Some("x=1&y=2")] {
+            let message = FromWorker::Http {
+                request_id: 1,
+                request: request(body),
+            };
+            worker.send(message).await.unwrap();
+            let Some(FromWorker::Http { request, .. }) = supervisor.recv().await.unwrap() else {
+                panic!("not a request");
+            };
+            assert_eq!(request.body.as_deref(), body);
         }
+    }
+
+    #[test]
+    fn a_malformed_frame_is_refused_with_a_reason() {
+        let header = serde_json::to_vec(&FromWorker::Started).unwrap();
+        let framed = |tail: &[u8]| {
+            let mut frame = (header.len() as u32).to_be_bytes().to_vec();
+            frame.extend_from_slice(&header);
+            frame.extend_from_slice(tail);
+            frame
+        };
+        let refused = |frame: &[u8]| decode::<FromWorker>(frame).unwrap_err().to_string();
+        assert!(refused(&framed(b"tail")).contains("carries none"));
+        assert!(refused(&[0, 0]).contains("shorter than its header length"));
+        assert!(refused(&[0, 0, 1, 0, b'{']).contains("longer than its frame"));
+        let mut reply = serde_json::to_vec(&ToWorker::HttpReply {
+            request_id: 1,
+            result: Ok(ScriptResponse::ok_for_tests("")),
+        })
+        .unwrap();
+        let mut frame = (reply.len() as u32).to_be_bytes().to_vec();
+        frame.append(&mut reply);
+        frame.extend_from_slice(&[0xff, 0xfe]);
+        assert!(
+            decode::<ToWorker>(&frame)
+                .unwrap_err()
+                .to_string()
+                .contains("invalid utf-8")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_frame_over_the_cap_is_not_sent_and_the_channel_lives_on() {
+        let (mut supervisor, mut worker) = pair();
+        let reply = ToWorker::HttpReply {
+            request_id: 1,
+            result: Ok(ScriptResponse::ok_for_tests(&"x".repeat(MAX_FRAME))),
+        };
+        let error = supervisor.send(reply).await.unwrap_err();
+        assert!(too_large(&error).is_some_and(|e| e.size > MAX_FRAME));
+        supervisor.send(ToWorker::Cancel).await.unwrap();
+        assert!(matches!(
+            worker.recv().await.unwrap(),
+            Some(ToWorker::Cancel)
+        ));
     }
 }
