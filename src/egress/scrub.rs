@@ -22,7 +22,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 use serde::Serialize;
@@ -62,6 +62,8 @@ impl Scrubber {
         needles.sort();
         needles.dedup();
         let matcher = AhoCorasickBuilder::new()
+            // A DFA: the fastest search, and a few dozen short needles keep it small.
+            .kind(Some(AhoCorasickKind::DFA))
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::LeftmostLongest)
             .build(&needles)
@@ -85,9 +87,17 @@ impl Scrubber {
             return Cow::Borrowed(text);
         };
         let mut out = needles.replace(text);
-        if out.contains('\\')
-            && let Some(clean) = self.scrub_json_text(&out)
-        {
+        // What step 2 could find, step 3 finds too, on the text and on its JSON decoding:
+        // a text clean both ways is done, without parsing megabytes of JSON.
+        let escaped = out.contains('\\');
+        let carries = |text: &str| {
+            needles.carried(text.as_bytes(), 2)
+                || (escaped && needles.carried(&json_unescape(text.as_bytes()), 2))
+        };
+        if !carries(&out) {
+            return out;
+        }
+        if escaped && let Some(clean) = self.scrub_json_text(&out) {
             out = Cow::Owned(clean);
         }
         if needles.carried(out.as_bytes(), 2) {
@@ -206,10 +216,8 @@ impl Needles {
         let found = |bytes: &[u8]| {
             contains(bytes, &self.secret) || (depth > 0 && self.carried(bytes, depth - 1))
         };
-        let base64_run =
-            |b: &u8| b.is_ascii_alphanumeric() || b"+/-_=".contains(b) || b.is_ascii_whitespace();
         let shortest = self.secret.len() * 4 / 3;
-        let found_base64 = runs(text, base64_run, shortest).any(|run| {
+        let found_base64 = runs(text, &BASE64_RUN, shortest).any(|run| {
             let run: Vec<u8> = run
                 .iter()
                 .copied()
@@ -228,9 +236,8 @@ impl Needles {
                 })
             })
         });
-        let hex_run = |b: &u8| b.is_ascii_hexdigit() || b":- ".contains(b);
         found_base64
-            || runs(text, hex_run, self.secret.len() * 2).any(|run| {
+            || runs(text, &HEX_RUN, self.secret.len() * 2).any(|run| {
                 let digits: Vec<u8> = run.iter().copied().filter(u8::is_ascii_hexdigit).collect();
                 (0..2).any(|offset| {
                     digits
@@ -328,14 +335,64 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     !needle.is_empty() && memchr::memmem::find(haystack, needle).is_some()
 }
 
-/// The maximal runs of bytes that satisfy `class`, at least `shortest` long.
+/// Bytes that a base64 run goes on across: either alphabet, padding, and white space (MIME
+/// wraps base64 at 76 columns).
+static BASE64_RUN: [bool; 256] = byte_class(b"+/-_= \t\n\r\x0c", true, true);
+
+/// Bytes that a hex run goes on across: digits, and the separators of `73:6b:...`.
+static HEX_RUN: [bool; 256] = byte_class(b":- ", false, true);
+
+/// A lookup table of bytes: `extra`, hex digits, and with `letters` every ASCII letter and
+/// digit.
+const fn byte_class(extra: &[u8], letters: bool, hex: bool) -> [bool; 256] {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let byte = b as u8;
+        table[b] = (letters && byte.is_ascii_alphanumeric()) || (hex && byte.is_ascii_hexdigit());
+        b += 1;
+    }
+    let mut i = 0;
+    while i < extra.len() {
+        table[extra[i] as usize] = true;
+        i += 1;
+    }
+    table
+}
+
+/// The maximal runs of bytes in `class`, at least `shortest` long. Such a run covers one of
+/// every `shortest`-th byte, so only those are looked at until one is in the class: a text
+/// of short runs (words, ids) is crossed `shortest` bytes at a time.
 fn runs<'a>(
     text: &'a [u8],
-    class: impl Fn(&u8) -> bool + 'a,
+    class: &'a [bool; 256],
     shortest: usize,
 ) -> impl Iterator<Item = &'a [u8]> + 'a {
-    text.split(move |b| !class(b))
-        .filter(move |run| run.len() >= shortest.max(MIN_SECRET))
+    let shortest = shortest.max(MIN_SECRET);
+    let within = move |i: usize| class[text[i] as usize];
+    let mut probe = shortest - 1;
+    std::iter::from_fn(move || {
+        while probe < text.len() {
+            if !within(probe) {
+                probe += shortest;
+                continue;
+            }
+            let mut start = probe;
+            while start > 0 && within(start - 1) {
+                start -= 1;
+            }
+            let mut end = probe + 1;
+            while end < text.len() && within(end) {
+                end += 1;
+            }
+            // The next run starts after `end`, which is not in the class.
+            probe = end + shortest;
+            if end - start >= shortest {
+                return Some(&text[start..end]);
+            }
+        }
+        None
+    })
 }
 
 fn hex_value(b: u8) -> Option<u8> {
@@ -610,6 +667,22 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Runs found by striding are exactly the maximal runs a byte-by-byte split finds.
+        #[test]
+        fn runs_are_every_maximal_run_long_enough(
+            text in proptest::collection::vec(proptest::sample::select(b"ab0f:- _=+/\n\"{}".to_vec()), 0..400),
+            shortest in 1usize..50,
+        ) {
+            for class in [&BASE64_RUN, &HEX_RUN] {
+                let naive: Vec<&[u8]> = text
+                    .split(|b| !class[*b as usize])
+                    .filter(|run| run.len() >= shortest.max(MIN_SECRET))
+                    .collect();
+                let strided: Vec<&[u8]> = runs(&text, class, shortest).collect();
+                proptest::prop_assert_eq!(strided, naive);
+            }
+        }
+
         /// Whatever a provider sends, scrubbing returns (it runs in the supervisor, where a
         /// panic would cost more than one call).
         #[test]
