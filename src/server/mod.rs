@@ -3,6 +3,7 @@
 
 mod approve;
 mod http;
+mod stdio;
 mod tools;
 
 pub use approve::Retries;
@@ -174,6 +175,16 @@ impl SdkboxServer {
             .pool
             .execute(&target, &input.code, &limits, context.ct.clone())
             .await;
+        let timings = &outcome.timings;
+        tracing::debug!(
+            ok = outcome.ok,
+            duration_ms = outcome.duration_ms,
+            compile_us = timings.compile_us,
+            create_us = timings.create_us,
+            run_us = timings.run_us,
+            finish_us = timings.finish_us,
+            "execution ended"
+        );
         if let Some(heartbeat) = heartbeat {
             heartbeat.abort();
         }
@@ -327,7 +338,7 @@ impl ServerHandler for SdkboxServer {
 /// Serves one MCP session over stdin and stdout until the client closes it.
 pub async fn serve_stdio(provider: Arc<Provider>) -> Result<(), ServeError> {
     let service = SdkboxServer::new(provider)
-        .serve(rmcp::transport::stdio())
+        .serve(stdio::streams())
         .await
         .map_err(|e| ServeError(e.to_string()))?;
     service

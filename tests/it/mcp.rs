@@ -407,3 +407,40 @@ async fn a_cancelled_execution_stops_calling_the_provider() {
         "alive"
     );
 }
+
+/// Standard input and output that are neither pipes nor sockets (files here, a terminal
+/// alike) are served through tokio's stdio: the same answers as over pipes.
+#[test]
+fn stdio_from_and_to_files_answers_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output) = (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"));
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "execute", "arguments": {"code": "return 40 + 2"}}});
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    std::fs::write(&input, format!("{INITIALIZE}\n{initialized}\n{call}\n")).unwrap();
+    let mut child = crate::support::sdkbox()
+        .args(["serve", "--demo"])
+        .stdin(std::fs::File::open(&input).unwrap())
+        .stdout(std::fs::File::create(&output).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // A hang guard, not a timing: the server ends at the end of its input.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("the server did not end at the end of its input");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let written = std::fs::read_to_string(&output).unwrap();
+    let answers: Vec<Value> = written
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let answer = answers.iter().find(|a| a["id"] == 2).expect(&written);
+    assert_eq!(
+        answer["result"]["structuredContent"]["result"], 42,
+        "{answer}"
+    );
+}
