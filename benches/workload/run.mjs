@@ -263,11 +263,16 @@ async function startProvider() {
 const provider = await startProvider();
 const baseUrl = `http://127.0.0.1:${provider.port}`;
 
+// A made-up key in Stripe's format; the provider ignores it.
+const BENCH_SECRET = "sk_test_51BenchOnlyNotARealKey0000000000";
 let stderrTail = "";
 async function startSdkbox() {
   const transport = new StdioClientTransport({
     command: opts.sdkbox,
-    args: ["serve", "--spec", path.join(here, "spec.json"), "--base-url", baseUrl],
+    // With a provider secret, as in any real deployment: every response and every outcome
+    // is then scrubbed of it, which is part of what a call costs.
+    args: ["serve", "--spec", path.join(here, "spec.json"), "--base-url", baseUrl, "--secret-env", "SDKBOX_BENCH_SECRET"],
+    env: { ...process.env, SDKBOX_BENCH_SECRET: BENCH_SECRET },
     stderr: "pipe",
   });
   // Kept for error reports: a failing server usually says why on stderr.
@@ -567,7 +572,7 @@ const p = (line = "") => out.push(line);
 const errCell = (r) => (r.failed ? ` (${r.failed} err)` : "");
 
 p(`Measured ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC on ${os.cpus().length} cores (${os.cpus()[0]?.model.trim() ?? "cpu unknown"}), ${Math.round(os.totalmem() / 2 ** 30)} GiB.`);
-p(`sdkbox: \`${opts.sdkbox}\` (${buildLabel()}), ${versions.sdkbox}, default limits (2 workers); client @modelcontextprotocol/sdk ${sdkVersion} over stdio, node ${versions.node}.`);
+p(`sdkbox: \`${opts.sdkbox}\` (${buildLabel()}), ${versions.sdkbox}, default limits (2 workers), with a provider secret (so every response and outcome is scrubbed); client @modelcontextprotocol/sdk ${sdkVersion} over stdio, node ${versions.node}.`);
 p(`deno: ${versions.deno} (\`${path.relative(repo, deno)}\`), a fresh \`deno run --allow-net=127.0.0.1:PORT --no-prompt call-N.ts\` per call (no type check).`);
 p(`Each cell: ${opts.runs} sequential calls after ${opts.warmup} warm-up, ${opts.gapMs} ms apart; milliseconds end to end as the caller sees them; every answer checked.`);
 p();
