@@ -73,8 +73,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Worker(args) => commands::worker::worker(args),
         Command::Serve(args) => {
-            let runtime =
-                tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;
+            // Over stdio one client speaks at a time: one thread serves it and its workers'
+            // sockets with no hand-off between threads (measured: 0.1-0.3 ms less per call,
+            // more on calls that make requests). Heavy work goes to blocking threads either
+            // way. Over HTTP, many clients share the server's threads.
+            let runtime = match args.http {
+                None => tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build(),
+                Some(_) => tokio::runtime::Runtime::new(),
+            }
+            .context("cannot start the tokio runtime")?;
             let served = runtime.block_on(commands::serve::serve(args));
             // A read of stdin blocks a thread that a plain drop would wait for forever (after
             // SIGTERM, say); the server's tasks, pool and directories are dropped either way.
