@@ -22,7 +22,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 use serde::Serialize;
@@ -38,6 +38,10 @@ pub const WITHHELD: &str = "[withheld by sdkbox: this text carried the provider 
 
 /// Secrets shorter than this are not scrubbed: they cannot be told apart from ordinary text.
 const MIN_SECRET: usize = 4;
+
+/// JSON decodings of a text looked through before it is parsed for scrubbing (JSON in a
+/// string of JSON in a string...); a text nested deeper is parsed whatever it shows.
+const MAX_JSON_DECODINGS: usize = 8;
 
 /// Replaces every known form of one secret. Cheap to clone; without a secret it changes
 /// nothing.
@@ -62,8 +66,6 @@ impl Scrubber {
         needles.sort();
         needles.dedup();
         let matcher = AhoCorasickBuilder::new()
-            // A DFA: the fastest search, and a few dozen short needles keep it small.
-            .kind(Some(AhoCorasickKind::DFA))
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::LeftmostLongest)
             .build(&needles)
@@ -87,17 +89,15 @@ impl Scrubber {
             return Cow::Borrowed(text);
         };
         let mut out = needles.replace(text);
-        // What step 2 could find, step 3 finds too, on the text and on its JSON decoding:
-        // a text clean both ways is done, without parsing megabytes of JSON.
-        let escaped = out.contains('\\');
-        let carries = |text: &str| {
-            needles.carried(text.as_bytes(), 2)
-                || (escaped && needles.carried(&json_unescape(text.as_bytes()), 2))
-        };
-        if !carries(&out) {
+        // Step 2 parses the whole text: it runs only when the text shows the secret in some
+        // form, as it is or JSON-decoded. A text clean every way is done, without parsing
+        // megabytes of JSON.
+        if !needles.shows(&out) {
             return out;
         }
-        if escaped && let Some(clean) = self.scrub_json_text(&out) {
+        if out.contains('\\')
+            && let Some(clean) = self.scrub_json_text(&out)
+        {
             out = Cow::Owned(clean);
         }
         if needles.carried(out.as_bytes(), 2) {
@@ -174,6 +174,33 @@ impl Scrubber {
 }
 
 impl Needles {
+    /// Whether `text`, after step 1, still shows the secret to step 3, or once JSON-decoded
+    /// (again while escapes remain: JSON inside JSON strings) to the matcher or to step 3.
+    /// Every string step 2 would decode and scrub is part of one of those decodings, so a
+    /// text that shows nothing gives step 2 nothing to do. Deeper than
+    /// [`MAX_JSON_DECODINGS`] counts as showing.
+    fn shows(&self, text: &str) -> bool {
+        if self.carried(text.as_bytes(), 2) {
+            return true;
+        }
+        let mut view = Cow::Borrowed(text.as_bytes());
+        for _ in 0..MAX_JSON_DECODINGS {
+            if !view.contains(&b'\\') {
+                return false;
+            }
+            let decoded = json_unescape(&view);
+            if *decoded == *view {
+                return false;
+            }
+            let matched = self.matcher.as_ref().is_some_and(|m| m.is_match(&decoded));
+            if matched || self.carried(&decoded, 2) {
+                return true;
+            }
+            view = Cow::Owned(decoded);
+        }
+        true
+    }
+
     fn replace<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let Some(matcher) = self.matcher.as_ref().filter(|m| m.is_match(text)) else {
             return Cow::Borrowed(text);
@@ -663,6 +690,31 @@ mod tests {
                     .is_some_and(|v| plant(v, needle, choice / n))
             }
             _ => false,
+        }
+    }
+
+    /// Forms only the needles know (UTF-16, reversed, another case), hidden by JSON escapes
+    /// (`\\u0000` between UTF-16 units, PHP's `\\/`), also nested in a JSON string: none
+    /// survives, judged by the needles on the fully decoded output, not by step 3 alone.
+    #[test]
+    fn forms_only_the_needles_know_are_found_behind_json_escapes() {
+        let scrubber = Scrubber::for_secret(SECRET);
+        let needles = scrubber.inner.as_ref().unwrap();
+        let matcher = needles.matcher.as_ref().unwrap();
+        let literal = |s: &str| serde_json::to_string(s).unwrap().replace('/', "\\/");
+        let utf16: String = SECRET.chars().flat_map(|c| [c, '\0']).collect();
+        let reversed: String = SECRET.chars().rev().collect();
+        for hidden in [utf16, reversed, SECRET.to_ascii_uppercase()] {
+            let json = format!("{{\"k\":{},\"n\":1}}", literal(&hidden));
+            let nested = format!("{{\"outer\":{}}}", literal(&json));
+            for text in [json, nested] {
+                let clean = scrubber.scrub(&text).into_owned();
+                let mut decoded = clean.clone().into_bytes();
+                while decoded.contains(&b'\\') {
+                    decoded = json_unescape(&decoded);
+                }
+                assert!(!matcher.is_match(&decoded), "{text} came out as {clean}");
+            }
         }
     }
 
