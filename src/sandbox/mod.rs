@@ -31,7 +31,7 @@ use finish::{Logs, finish};
 pub use network::{Gateway, Network, NetworkError, NetworkFuture};
 pub use outcome::{ConsoleLine, ErrorKind, ExecError, Outcome, Timings, Truncation};
 pub use report::Report;
-pub use runtime::{Prepared, RuntimeSettings, prepare, snapshot};
+pub use runtime::{LOWEST_PRIORITY, Prepared, RuntimeSettings, prepare, snapshot};
 pub use source::{SyntaxError, compile};
 
 use std::sync::Arc;
@@ -223,9 +223,13 @@ where
         );
     }
     let deadline = Deadline::at(started + limits.timeout);
-    let session = egress.session(gate.clone(), deadline.clone(), cancel.clone());
+    // Requests still in flight when the run has reported end then, not when the runtime that
+    // made them is freed (after its report, in this process too).
+    let ended = cancel.child_token();
+    let session = egress.session(gate.clone(), deadline.clone(), ended.clone());
     let gateway = Arc::new(Gateway::new(session.clone(), sdk));
     let report = run(gateway, cancel, deadline).await;
+    ended.cancel();
     let logs = Logs {
         calls: session.calls(),
         plan: gate.plan(),

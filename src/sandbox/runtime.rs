@@ -33,6 +33,10 @@ const BOOTSTRAP: &str = include_str!("bootstrap.js");
 /// The stack of an execution thread: QuickJS's own 1 MiB JS stack plus the native frames.
 const THREAD_STACK: usize = 16 * 1024 * 1024;
 
+/// The nice value an execution thread frees its runtime at; the worker's seccomp filter
+/// allows this one value only.
+pub const LOWEST_PRIORITY: i32 = 19;
+
 /// Everything one execution needs, moved onto its thread.
 pub struct Job {
     /// The compiled code.
@@ -149,8 +153,11 @@ pub fn prepare(settings: RuntimeSettings) -> Prepared {
             let _ = reply.send(report);
             // Freeing a runtime walks its whole heap (milliseconds for a large one): done after
             // the report is on its way, at the lowest priority, so that it does not take the
-            // cores from the result on its way back. Where that is refused, it runs as it is.
-            let _ = rustix::process::setpriority_process(None, 19);
+            // cores from the result on its way back. Only on Linux is that priority the
+            // thread's own (elsewhere it is the whole process's, and could not be raised
+            // again); where it is refused, the freeing runs as it is.
+            #[cfg(target_os = "linux")]
+            let _ = rustix::process::setpriority_process(None, LOWEST_PRIORITY);
             drop(used);
         });
     if let Err(error) = spawned {

@@ -219,11 +219,15 @@ fn allow_list() -> Result<BpfProgram, HardenError> {
     rules.insert(libc::SYS_prctl, arg_is(0, &prctl)?);
     // Reading a limit of this process (the stack's, at thread start), never setting one.
     rules.insert(libc::SYS_prlimit64, vec![rule(vec![eq(0, 0)?, eq(2, 0)?])?]);
-    // The calling thread's own priority (`who` 0), which the kernel lets an unprivileged
-    // thread only lower: a runtime is freed at the lowest one. Never another process's.
+    // The calling thread's own priority (`who` 0), and only to the lowest one, at which a
+    // runtime is freed: never another process's, never higher (whatever RLIMIT_NICE allows).
     rules.insert(
         libc::SYS_setpriority,
-        vec![rule(vec![eq(0, libc::PRIO_PROCESS as u64)?, eq(1, 0)?])?],
+        vec![rule(vec![
+            eq(0, libc::PRIO_PROCESS as u64)?,
+            eq(1, 0)?,
+            eq(2, crate::sandbox::LOWEST_PRIORITY as u64)?,
+        ])?],
     );
     // Signals only to this process's own threads (abort): not to the supervisor or others.
     let me = u64::from(std::process::id());
