@@ -337,8 +337,9 @@ impl ServerHandler for SdkboxServer {
 
 /// Serves one MCP session over stdin and stdout until the client closes it.
 pub async fn serve_stdio(provider: Arc<Provider>) -> Result<(), ServeError> {
+    let (input, output, _restore) = stdio::streams();
     let service = SdkboxServer::new(provider)
-        .serve(stdio::streams())
+        .serve((input, output))
         .await
         .map_err(|e| ServeError(e.to_string()))?;
     service

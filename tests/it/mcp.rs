@@ -444,3 +444,31 @@ fn stdio_from_and_to_files_answers_the_same() {
         "{answer}"
     );
 }
+
+/// A pipe on standard input is read without blocking while the server runs, and handed back
+/// blocking when it ends: its mode is shared with whoever else holds the pipe.
+#[test]
+fn stdin_is_handed_back_blocking() {
+    use rustix::fs::{OFlags, fcntl_getfl};
+    use std::io::{BufRead, Write};
+    let (reader, mut writer) = std::io::pipe().unwrap();
+    let ours = reader.try_clone().unwrap();
+    let mut child = crate::support::sdkbox()
+        .args(["serve", "--demo"])
+        .stdin(reader)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(!fcntl_getfl(&ours).unwrap().contains(OFlags::NONBLOCK));
+    writeln!(writer, "{INITIALIZE}").unwrap();
+    let mut answer = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut answer)
+        .unwrap();
+    assert!(answer.contains("\"id\":1"), "{answer}");
+    assert!(fcntl_getfl(&ours).unwrap().contains(OFlags::NONBLOCK));
+    drop(writer);
+    assert!(child.wait().unwrap().success());
+    assert!(!fcntl_getfl(&ours).unwrap().contains(OFlags::NONBLOCK));
+}
