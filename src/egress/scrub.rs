@@ -100,7 +100,8 @@ impl Scrubber {
         {
             out = Cow::Owned(clean);
         }
-        if needles.carried(out.as_bytes(), 2) {
+        // Still showing it (a mixture, or escapes in text that is not JSON): withheld.
+        if needles.shows(&out) {
             return Cow::Owned(WITHHELD.to_owned());
         }
         out
@@ -694,8 +695,9 @@ mod tests {
     }
 
     /// Forms only the needles know (UTF-16, reversed, another case), hidden by JSON escapes
-    /// (`\\u0000` between UTF-16 units, PHP's `\\/`), also nested in a JSON string: none
-    /// survives, judged by the needles on the fully decoded output, not by step 3 alone.
+    /// (`\\u0000` between UTF-16 units, PHP's `\\/`), also nested in a JSON string or in
+    /// prose: none survives, judged by the needles on the fully decoded output, not by step 3
+    /// alone.
     #[test]
     fn forms_only_the_needles_know_are_found_behind_json_escapes() {
         let scrubber = Scrubber::for_secret(SECRET);
@@ -707,7 +709,10 @@ mod tests {
         for hidden in [utf16, reversed, SECRET.to_ascii_uppercase()] {
             let json = format!("{{\"k\":{},\"n\":1}}", literal(&hidden));
             let nested = format!("{{\"outer\":{}}}", literal(&json));
-            for text in [json, nested] {
+            // Escapes in text that is not JSON, which step 2 cannot parse: a script can still
+            // decode them.
+            let prose = format!("the key is {} today", literal(&hidden));
+            for text in [json, nested, prose] {
                 let clean = scrubber.scrub(&text).into_owned();
                 let mut decoded = clean.clone().into_bytes();
                 while decoded.contains(&b'\\') {
