@@ -267,6 +267,14 @@ impl Ready {
                 None
             }
         };
+        // The deadline and a cancellation end the script's requests too, so the script may
+        // fail on one of them in the same instant: what happened, not which future was polled
+        // first, says why the run ended.
+        if job.deadline.left().is_zero() {
+            stop.set(StopReason::TIMEOUT);
+        } else if job.cancel.is_cancelled() {
+            stop.set(StopReason::CANCELLED);
+        }
         let error = match stop.get() {
             StopReason::TIMEOUT => Some(errors::timeout(&job.limits)),
             StopReason::MEMORY => Some(errors::memory(&job.limits)),
