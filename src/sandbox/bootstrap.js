@@ -23,6 +23,8 @@
   // The model's module (source.rs MODULE_URL); the harness imports it, so that whatever its
   // top-level code throws is caught here too.
   const MODULE_URL = "file:///code.ts";
+  // The module that runs the entry at most once (entry.rs GUARD_URL).
+  const GUARD_URL = "sdkbox:entry";
   const JSONStringify = JSON.stringify;
   const JSONParse = JSON.parse;
   const ObjectEntries = Object.entries;
@@ -527,12 +529,23 @@
 
 
   // The harness: loads the model's module, calls its entry and hands the JSON result to Rust.
-  async function harness() {
+  // An entry the script already ran (the guard module, `sdkbox:entry`, knows) is not called
+  // again: its result is the execution's. `callEntry` is false when the script refers to its
+  // entry itself (the compiler's static rule): then only the script runs it.
+  async function harness(callEntry) {
     let value;
     try {
       const namespace = await import(MODULE_URL);
+      const ran = (await import(GUARD_URL)).outcome();
       const entry = namespace.__sdkbox_entry ?? namespace.default;
-      value = typeof entry === "function" ? await entry(api) : entry;
+      if (ran !== undefined) {
+        if ("error" in ran) throw ran.error;
+        value = await ran.value;
+      } else if (typeof entry !== "function") {
+        value = entry;
+      } else if (callEntry) {
+        value = await entry(api);
+      }
     } catch (thrown) {
       throw asError(thrown);
     }

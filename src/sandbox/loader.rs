@@ -1,5 +1,6 @@
 //! The module loader: the model's own module is loaded from memory; of imports, only the
-//! provider SDK resolves. Nothing is ever read from disk or the network.
+//! provider SDK and the entry guard (`sdkbox:entry`, see `entry.rs`) resolve. Nothing is
+//! ever read from disk or the network.
 
 use deno_core::error::ModuleLoaderError;
 use deno_core::{
@@ -8,6 +9,7 @@ use deno_core::{
 };
 use deno_error::JsErrorBox;
 
+use super::entry::{GUARD_MODULE, GUARD_URL};
 use super::source::MODULE_URL;
 
 /// The specifier the provider SDK is imported by.
@@ -40,6 +42,8 @@ impl ModuleLoader for SandboxLoader {
             ModuleSpecifier::parse(MODULE_URL).map_err(JsErrorBox::from_err)
         } else if SDK_NAMES.contains(&specifier) {
             ModuleSpecifier::parse(SDK_SPECIFIER).map_err(JsErrorBox::from_err)
+        } else if specifier == GUARD_URL {
+            ModuleSpecifier::parse(GUARD_URL).map_err(JsErrorBox::from_err)
         } else {
             Err(refused(specifier))
         }
@@ -51,12 +55,14 @@ impl ModuleLoader for SandboxLoader {
         _referrer: Option<&ModuleLoadReferrer>,
         _options: ModuleLoadOptions,
     ) -> ModuleLoadResponse {
-        if specifier.as_str() != SDK_SPECIFIER {
-            return ModuleLoadResponse::Sync(Err(refused(specifier.as_str())));
-        }
+        let source = match specifier.as_str() {
+            SDK_SPECIFIER => SDK_MODULE,
+            GUARD_URL => GUARD_MODULE,
+            other => return ModuleLoadResponse::Sync(Err(refused(other))),
+        };
         ModuleLoadResponse::Sync(Ok(ModuleSource::new(
             ModuleType::JavaScript,
-            ModuleSourceCode::String(SDK_MODULE.to_owned().into()),
+            ModuleSourceCode::String(source.to_owned().into()),
             specifier,
             None,
         )))

@@ -13,6 +13,7 @@
 //! server runs them in worker processes (`crate::worker`) built from the same pieces.
 
 mod bound;
+mod entry;
 mod errors;
 mod finish;
 mod loader;

@@ -342,7 +342,12 @@ async fn drive(
     runtime
         .load_main_es_module_from_code(&specifier, program.js.clone())
         .await?;
-    let call = runtime.call_with_args(harness, &[]);
+    let call_entry = {
+        deno_core::scope!(scope, runtime);
+        let flag: v8::Local<v8::Value> = v8::Boolean::new(scope, program.call_entry).into();
+        v8::Global::new(scope, flag)
+    };
+    let call = runtime.call_with_args(harness, &[call_entry]);
     runtime
         .with_event_loop_promise(Box::pin(call), PollEventLoopOptions::default())
         .await?;

@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
-use super::nesting;
+use super::{entry, nesting};
 
-use deno_ast::swc::ast::{Callee, Decl, Expr, ModuleDecl, ModuleItem, Pat, Stmt};
+use deno_ast::swc::ast::{Expr, ModuleDecl, ModuleItem, Stmt};
 use deno_ast::swc::sourcemap::SourceMap;
 use deno_ast::{
     EmitOptions, MediaType, ModuleSpecifier, ParseParams, ParsedSource, ProgramRef,
@@ -29,7 +29,12 @@ pub struct Program {
     map: Option<SourceMap>,
     /// Lines that sdkbox added above the model's first line.
     line_offset: u32,
+    /// Text sdkbox inserted into lines of the model's code (the entry's guard).
+    shifts: Vec<Shift>,
     lines: Vec<String>,
+    /// Whether the harness calls the entry when the script has not run it: not when the
+    /// script refers to the entry itself (see [`entry`]).
+    pub call_entry: bool,
 }
 
 /// A syntax error, positioned in the model's code.
@@ -87,26 +92,7 @@ pub fn compile(code: &str) -> Result<Program, SyntaxError> {
 
 fn compile_here(code: &str) -> Result<Program, SyntaxError> {
     let lines: Vec<String> = code.lines().map(str::to_owned).collect();
-    let as_module = parse(code).and_then(|parsed| {
-        let style = module_style(&parsed);
-        let source = match style {
-            ModuleStyle::LoneFunction(start) => {
-                format!("{}export default {}", &code[..start], &code[start..])
-            }
-            _ => code.to_owned(),
-        };
-        let parsed = match style {
-            ModuleStyle::LoneFunction(_) => parse(&source)?,
-            _ => parsed,
-        };
-        let mut program = emit(parsed, 0, &lines)?;
-        if let ModuleStyle::Declares(name) = style {
-            program
-                .js
-                .push_str(&format!("\nexport {{ {name} as {ENTRY_EXPORT} }};\n"));
-        }
-        Ok(program)
-    });
+    let as_module = parse(code).and_then(|parsed| compile_module(code, parsed, &lines));
     let module_error = match as_module {
         Ok(program) => return Ok(program),
         Err(error) => error,
@@ -130,6 +116,82 @@ fn compile_here(code: &str) -> Result<Program, SyntaxError> {
     Err(error.with_excerpt(&lines))
 }
 
+/// Compiles code that parsed as a module: a lone function becomes the default export; an
+/// entry function (see [`entry`]) is wrapped in the guard that runs it at most once, and
+/// exported for the harness unless the script calls it itself.
+fn compile_module(code: &str, parsed: ParsedSource, lines: &[String]) -> Result<Program, RawError> {
+    if let Some(start) = lone_function(&parsed) {
+        let source = format!("{}export default {}", &code[..start], &code[start..]);
+        return emit(parse(&source)?, 0, lines);
+    }
+    let guard = guard_name();
+    let Some(entry) = entry::find(&parsed, &guard) else {
+        return emit(parsed, 0, lines);
+    };
+    let (parsed, shifts) = match entry.patches.is_empty() {
+        true => (parsed, Vec::new()),
+        false => {
+            let (source, shifts) = patched(code, &entry.patches);
+            (parse(&source)?, shifts)
+        }
+    };
+    let mut program = emit(parsed, 0, lines)?;
+    program.shifts = shifts;
+    program.call_entry = !entry.script_calls;
+    if let Some(name) = entry.export {
+        program
+            .js
+            .push_str(&format!("\nexport {{ {name} as {ENTRY_EXPORT} }};\n"));
+    }
+    if !entry.patches.is_empty() {
+        program.js.push_str(&format!(
+            "\nimport {{ once as {guard} }} from \"{}\";\n",
+            entry::GUARD_URL
+        ));
+    }
+    Ok(program)
+}
+
+/// The name the entry's wrapped body calls the guard by: random, so that nothing in the
+/// model's code can shadow it.
+fn guard_name() -> String {
+    let mut bytes = [0u8; 8];
+    match getrandom::fill(&mut bytes) {
+        Ok(()) => format!("__sdkbox_once_{}", crate::hex::hex(&bytes)),
+        Err(_) => "__sdkbox_once".to_owned(),
+    }
+}
+
+/// `code` with `patches` inserted (in order of their offsets), and where each insertion
+/// landed, so that positions can be mapped back to the model's columns.
+fn patched(code: &str, patches: &[(usize, String)]) -> (String, Vec<Shift>) {
+    let mut text = String::with_capacity(code.len() + 128);
+    let mut shifts = Vec::new();
+    let mut from = 0;
+    for (at, insert) in patches {
+        text.push_str(&code[from..*at]);
+        let line_start = text.rfind('\n').map_or(0, |i| i + 1);
+        shifts.push(Shift {
+            line: text.matches('\n').count() as u32 + 1,
+            column: text[line_start..].chars().count() as u32 + 1,
+            length: insert.chars().count() as u32,
+        });
+        text.push_str(insert);
+        from = *at;
+    }
+    text.push_str(&code[from..]);
+    (text, shifts)
+}
+
+/// Text sdkbox inserted into a line of the model's code: from `column` (1-based), `length`
+/// characters.
+#[derive(Debug, Clone, Copy)]
+struct Shift {
+    line: u32,
+    column: u32,
+    length: u32,
+}
+
 impl Program {
     /// Maps a 1-based position in the emitted JavaScript to the model's code.
     pub fn map_position(&self, line: u32, column: u32) -> Option<(u32, u32)> {
@@ -139,7 +201,16 @@ impl Program {
         if src_line == 0 || src_line as usize > self.lines.len() {
             return None;
         }
-        Some((src_line, token.get_src_col() + 1))
+        let mut column = token.get_src_col() + 1;
+        // Right to left: each insertion's column counts the insertions before it.
+        for shift in self.shifts.iter().rev().filter(|s| s.line == src_line) {
+            if column >= shift.column + shift.length {
+                column -= shift.length;
+            } else if column > shift.column {
+                column = shift.column;
+            }
+        }
+        Some((src_line, column))
     }
 
     /// The model's line with a caret under `column`.
@@ -228,7 +299,8 @@ fn parse(text: &str) -> Result<ParsedSource, RawError> {
         text: Arc::from(text),
         media_type: MediaType::TypeScript,
         capture_tokens: false,
-        scope_analysis: false,
+        // Tells bindings apart from their namesakes, for finding uses of the entry.
+        scope_analysis: true,
         maybe_syntax: None,
     })
     .map_err(|d| diagnostic(&d))?;
@@ -272,99 +344,36 @@ fn emit(parsed: ParsedSource, line_offset: u32, lines: &[String]) -> Result<Prog
         js: emitted.text,
         map,
         line_offset,
+        shifts: Vec::new(),
         lines: lines.to_vec(),
+        call_entry: true,
     })
 }
 
-/// How a module that parsed as such hands over its entry function.
-enum ModuleStyle {
-    /// `export default ...`, or plain top-level code with no function to call.
-    Plain,
-    /// Declares `run` or `main` and does not call it itself.
-    Declares(&'static str),
-    /// A lone function expression (`async (api) => {...}`) starting at this byte.
-    LoneFunction(usize),
-}
-
-fn module_style(parsed: &ParsedSource) -> ModuleStyle {
+/// Where a module that is a lone function expression (`async (api) => {...}`) starts.
+fn lone_function(parsed: &ParsedSource) -> Option<usize> {
     let ProgramRef::Module(module) = parsed.program_ref() else {
-        return ModuleStyle::Plain;
+        return None;
     };
-    let mut statements: Vec<&Stmt> = Vec::new();
-    let mut declared: Vec<&Decl> = Vec::new();
-    for item in &module.body {
-        match item {
-            ModuleItem::ModuleDecl(ModuleDecl::ExportDefaultDecl(_))
-            | ModuleItem::ModuleDecl(ModuleDecl::ExportDefaultExpr(_)) => {
-                return ModuleStyle::Plain;
-            }
-            ModuleItem::ModuleDecl(ModuleDecl::ExportDecl(export)) => declared.push(&export.decl),
-            ModuleItem::ModuleDecl(_) => {}
-            ModuleItem::Stmt(Stmt::Decl(decl)) => declared.push(decl),
-            ModuleItem::Stmt(stmt) => statements.push(stmt),
-        }
+    // Imports aside, one statement: the function.
+    let mut rest = module
+        .body
+        .iter()
+        .filter(|item| !matches!(item, ModuleItem::ModuleDecl(ModuleDecl::Import(_))));
+    let (Some(ModuleItem::Stmt(Stmt::Expr(expr))), None) = (rest.next(), rest.next()) else {
+        return None;
+    };
+    if !is_function(&expr.expr) {
+        return None;
     }
-    if let ([Stmt::Expr(expr)], []) = (statements.as_slice(), declared.as_slice())
-        && is_function(&expr.expr)
-    {
-        let start = parsed.text_info_lazy().range().start;
-        let offset = expr.span.lo.0 as usize - start.as_byte_pos().0 as usize;
-        return ModuleStyle::LoneFunction(offset);
-    }
-    for name in ["run", "main"] {
-        if declared.iter().any(|d| declares(d, name)) && !calls_at_top_level(parsed, name) {
-            return ModuleStyle::Declares(name);
-        }
-    }
-    ModuleStyle::Plain
+    let start = parsed.text_info_lazy().range().start;
+    Some(expr.span.lo.0 as usize - start.as_byte_pos().0 as usize)
 }
 
 fn is_function(expr: &Expr) -> bool {
     match expr {
         Expr::Arrow(_) | Expr::Fn(_) => true,
         Expr::Paren(inner) => is_function(&inner.expr),
-        _ => false,
-    }
-}
-
-fn declares(decl: &Decl, name: &str) -> bool {
-    match decl {
-        Decl::Fn(f) => f.ident.sym == *name,
-        Decl::Var(v) => v
-            .decls
-            .iter()
-            .any(|d| matches!(&d.name, Pat::Ident(id) if id.id.sym == *name)),
-        _ => false,
-    }
-}
-
-/// Whether a top-level statement calls `name`: `main();`, `await main();`,
-/// `main().catch(...)`, `void main()`. Then the module runs itself.
-fn calls_at_top_level(parsed: &ParsedSource, name: &str) -> bool {
-    let ProgramRef::Module(module) = parsed.program_ref() else {
-        return false;
-    };
-    module.body.iter().any(|item| match item {
-        ModuleItem::Stmt(Stmt::Expr(statement)) => calls(&statement.expr, name),
-        _ => false,
-    })
-}
-
-/// Whether `expr` is a call of `name`, awaited, voided, parenthesised or chained on.
-fn calls(expr: &Expr, name: &str) -> bool {
-    match expr {
-        Expr::Call(call) => match &call.callee {
-            Callee::Expr(callee) => match &**callee {
-                Expr::Ident(ident) => ident.sym == *name,
-                Expr::Member(member) => calls(&member.obj, name),
-                other => calls(other, name),
-            },
-            _ => false,
-        },
-        Expr::Await(inner) => calls(&inner.arg, name),
-        Expr::Unary(inner) => calls(&inner.arg, name),
-        Expr::Paren(inner) => calls(&inner.expr, name),
-        Expr::Member(member) => calls(&member.obj, name),
         _ => false,
     }
 }
@@ -399,33 +408,89 @@ mod tests {
     }
 
     #[test]
-    fn declared_run_is_exported() {
+    fn a_declared_entry_is_exported_guarded_and_left_to_a_script_that_calls_it() {
         let program = compile("async function run(api: any) { return 1 }").unwrap();
         assert!(
-            program.js.contains("export { run as __sdkbox_entry }"),
+            program.js.contains("export { run as __sdkbox_entry }")
+                && program.js.contains("from \"sdkbox:entry\"")
+                && program.call_entry,
             "{}",
             program.js
         );
         for runs_itself in [
             "await main();",
+            "const r = await main(); console.log(r);",
             "main().catch(console.error);",
             "void main();",
-            "(async () => { await main(); })",
+            "try { await main() } catch (e) { console.log(e) }",
+            "(async () => { await main(); })();",
+            "await Promise.all([main()]);",
+            "if (Date.now() > 0) { await main(); }",
+            "for (let i = 0; i < 3; i++) await main();",
+            "await main.call(null, api);",
+            "setTimeout(main, 0);",
         ] {
             let code = format!("async function main() {{ return 1 }}\n{runs_itself}");
             let program = compile(&code).unwrap();
-            let exported = program.js.contains("__sdkbox_entry");
-            // A lone function wrapping the call is not a call at the top level.
-            let expected = runs_itself.starts_with('(');
-            assert_eq!(exported, expected, "{code}: {}", program.js);
+            assert!(!program.call_entry, "{code}: {}", program.js);
+            assert!(
+                program.js.contains("sdkbox:entry"),
+                "{code}: {}",
+                program.js
+            );
         }
-        // A string that mentions `main(` is not a call.
-        let program = compile("async function main() { return 1 }\nconsole.log('main(');").unwrap();
+        // Not uses: a string, a property of the same name, a parameter that shadows it.
+        for mentions in [
+            "console.log('main(');",
+            "const o = { main: 1 }; console.log(o.main);",
+            "function other(main: number) { return main + 1 }",
+        ] {
+            let code = format!("async function main() {{ return 1 }}\n{mentions}");
+            let program = compile(&code).unwrap();
+            assert!(program.call_entry, "{code}: {}", program.js);
+        }
+        // Of run and main, the one the other uses is a helper: main is the entry.
+        let program = compile(
+            "async function run(x: number) { return x }\nasync function main() { return run(1) + run(2) }",
+        )
+        .unwrap();
         assert!(
-            program.js.contains("export { main as __sdkbox_entry }"),
+            program.js.contains("export { main as __sdkbox_entry }") && program.call_entry,
             "{}",
             program.js
         );
+        // A default export that the module also calls is left to the module.
+        let program =
+            compile("export default async function main(api) { return 1 }\nawait main(api);")
+                .unwrap();
+        assert!(!program.call_entry, "{}", program.js);
+        let arrow = compile("export const main = async () => 1;").unwrap();
+        assert!(
+            arrow.js.contains("sdkbox:entry") && arrow.call_entry,
+            "{}",
+            arrow.js
+        );
+    }
+
+    #[test]
+    fn the_guard_keeps_the_models_columns() {
+        let code = "async function main() { const x = 1; throw new Error('here') }";
+        let program = compile(code).unwrap();
+        let js_line = program
+            .js
+            .lines()
+            .position(|l| l.contains("throw"))
+            .unwrap() as u32
+            + 1;
+        let column = program
+            .js
+            .lines()
+            .nth(js_line as usize - 1)
+            .unwrap()
+            .find("throw")
+            .unwrap();
+        let (line, column) = program.map_position(js_line, column as u32 + 1).unwrap();
+        assert_eq!((line, column), (1, code.find("throw").unwrap() as u32 + 1));
     }
 
     #[test]

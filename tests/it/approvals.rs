@@ -89,7 +89,7 @@ impl Demo {
         run(&self.sandbox, code, &ExecLimits::default()).await
     }
 
-    async fn run_with(
+    pub async fn run_with(
         &self,
         code: &str,
         approver: Option<Arc<dyn Approver>>,
@@ -260,10 +260,10 @@ async fn a_dry_run_sends_reads_plans_writes_and_changes_nothing() {
 }
 
 /// A human who answers after `wait`, counting the questions.
-struct Human {
+pub struct Human {
     answer: Answer,
     wait: Duration,
-    asked: AtomicUsize,
+    pub asked: AtomicUsize,
 }
 
 impl Approver for Human {
@@ -293,7 +293,7 @@ async fn demo_with_a_silent_human() -> (Demo, Arc<Human>) {
     (demo("", args).await, silent)
 }
 
-fn human(answer: Answer, wait: Duration) -> Arc<Human> {
+pub fn human(answer: Answer, wait: Duration) -> Arc<Human> {
     Arc::new(Human {
         answer,
         wait,

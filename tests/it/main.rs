@@ -20,6 +20,7 @@ mod golden;
 mod hostile;
 mod hostile_provider;
 mod mcp;
+mod once;
 mod page;
 mod pool;
 mod provider;
