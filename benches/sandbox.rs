@@ -65,6 +65,7 @@ fn target(base: &Url) -> Target {
     let egress = egress(base);
     Target {
         gate: std::sync::Arc::new(sdkbox::approval::Gate::open(egress.base_url().clone())),
+        caller: egress.identity(),
         egress,
         sdk: None,
     }
@@ -192,14 +193,10 @@ async fn write_cost(pool: &Pool, base: &Url) {
         read_only: false,
         writes: Some(sdkbox::approval::Rule::Allow),
     };
-    let approvals = |audit| sdkbox::approval::Approvals {
-        rules: std::sync::Arc::new(sdkbox::approval::Rules::without_spec(
-            base.clone(),
-            overrides,
-        )),
-        grants: sdkbox::approval::Grants::default(),
-        timeout: Duration::from_secs(120),
-        audit,
+    let approvals = |audit| {
+        let rules = sdkbox::approval::Rules::without_spec(base.clone(), overrides);
+        let timeout = Duration::from_secs(120);
+        sdkbox::approval::Approvals::new(std::sync::Arc::new(rules), timeout, audit, None).unwrap()
     };
     let audited = std::sync::Arc::new(audit);
     for (name, code, audit) in [
@@ -214,9 +211,9 @@ async fn write_cost(pool: &Pool, base: &Url) {
         let mut totals = Vec::new();
         for _ in 0..RUNS {
             let mut target = target(base);
-            let digest = sdkbox::approval::code_digest(0, code);
-            let gate = sdkbox::approval::Gate::new(approvals(audit.clone()), None, digest, false);
-            target.gate = std::sync::Arc::new(gate);
+            let approvals = approvals(audit.clone());
+            let caller = approvals.caller(0, None, None);
+            target.gate = approvals.unasked(&caller, code);
             let started = Instant::now();
             let outcome = Executor::Pool(pool.clone(), target).execute(code).await;
             assert!(outcome.ok, "{outcome:?}");

@@ -10,9 +10,8 @@ use serde::Deserialize;
 use thiserror::Error;
 use url::Url;
 
-use crate::approval::page::ApprovalPage;
 use crate::approval::{
-    Approvals, AuditLog, DEFAULT_APPROVAL_TIMEOUT, Grants, PolicyFile, PolicyOverrides, Rule, Rules,
+    Approvals, AuditLog, DEFAULT_APPROVAL_TIMEOUT, PolicyFile, PolicyOverrides, Rule, Rules,
 };
 use crate::egress::{AuthScheme, Credential, Egress, EgressConfig, EgressLimits, Secret};
 use crate::sandbox::ExecLimits;
@@ -337,12 +336,6 @@ impl ProviderFile {
             None => None,
         };
         let timeout = Duration::from_secs(self.approval.approval_timeout_s.max(1));
-        let approvals = Approvals {
-            rules: Arc::new(rules),
-            grants: Grants::default(),
-            timeout,
-            audit,
-        };
         let approval_key = match &self.approval.approval_key_env {
             Some(name) => Some(
                 std::env::var(name)
@@ -358,9 +351,10 @@ impl ProviderFile {
             ),
             None => None,
         };
+        let approvals = Approvals::new(Arc::new(rules), timeout, audit, approval_key)
+            .map_err(ConfigError::Invalid)?;
         Ok(Loaded {
             approvals,
-            approval_key,
             approval_page: self.approval.approval_page.clone(),
             name: self.name,
             api,
@@ -407,13 +401,7 @@ impl ProviderFile {
             pool: Pool::start(pool_config).await?,
             limits: loaded.limits,
             session_key_header: loaded.session_key_header,
-            page: start_page(&loaded.approval_page, &loaded.approvals).await?,
-            retries: crate::server::Retries::new(
-                loaded.approval_key,
-                crate::approval::GRANT_LIFETIME,
-            )
-            .map_err(ConfigError::Invalid)?,
-            approvals: loaded.approvals,
+            approvals: with_page(&loaded.approval_page, loaded.approvals).await?,
         }))
     }
 }
@@ -424,8 +412,6 @@ pub struct Loaded {
     pub approvals: Approvals,
     /// Where the approval page listens, or `off`.
     pub approval_page: String,
-    /// The key that seals approval request states, if one is configured.
-    pub approval_key: Option<Vec<u8>>,
     /// Its name, if the file gives one.
     pub name: Option<String>,
     /// The API, when a spec was given.
@@ -447,22 +433,19 @@ pub struct Loaded {
 }
 
 /// Starts the approval page at `addr`, unless it is `off`.
-async fn start_page(
-    addr: &str,
-    approvals: &Approvals,
-) -> Result<Option<ApprovalPage>, ConfigError> {
+async fn with_page(addr: &str, approvals: Approvals) -> Result<Approvals, ConfigError> {
     if addr == "off" {
-        return Ok(None);
+        return Ok(approvals);
     }
     let addr: std::net::SocketAddr = addr.parse().map_err(|_| {
         ConfigError::Invalid(format!(
             "--approval-page `{addr}` is not an address like 127.0.0.1:8765 (or `off`)"
         ))
     })?;
-    let page = ApprovalPage::start(addr, approvals.grants.clone())
+    approvals
+        .with_page(addr)
         .await
-        .map_err(|e| ConfigError::Invalid(format!("cannot start the approval page: {e}")))?;
-    Ok(Some(page))
+        .map_err(|e| ConfigError::Invalid(format!("cannot start the approval page: {e}")))
 }
 
 /// Synonyms as the search reads them, refusing entries it could never use.

@@ -7,77 +7,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::shown::Shown;
 use crate::hex::hex;
-
-/// Characters of a URL, header or body a human is shown; a request with a longer one is not
-/// put to a human at all (they approve only what they can see whole).
-pub const MAX_SHOWN: usize = 8_000;
-
-/// A request as a human sees it: what it calls and what it sends, no secret (the script never
-/// had it, and what is shown is scrubbed again), bounded, readable.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Shown {
-    /// The spec operation (`refunds.create`), when the request matched one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub operation: Option<String>,
-    /// HTTP method.
-    pub method: String,
-    /// The URL, query included.
-    pub url: String,
-    /// The headers the script or the SDK set (`name: value`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub headers: Vec<String>,
-    /// The body, pretty-printed when it is JSON, cut to a given length.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub body: Option<String>,
-}
-
-impl Shown {
-    /// Shows a request, its URL, headers and body each cut to `max` characters (for a human
-    /// who is asked, nothing is cut: see [`Shown::whole`]).
-    pub fn new(
-        operation: Option<String>,
-        method: &str,
-        url: &str,
-        headers: &[String],
-        body: Option<&[u8]>,
-        max: usize,
-    ) -> Self {
-        let body = body.filter(|b| !b.is_empty()).map(|bytes| {
-            let text = match serde_json::from_slice::<serde_json::Value>(bytes) {
-                Ok(value) => serde_json::to_string_pretty(&value)
-                    .unwrap_or_else(|_| String::from_utf8_lossy(bytes).into_owned()),
-                Err(_) => String::from_utf8_lossy(bytes).into_owned(),
-            };
-            crate::egress::cut(&text, max)
-        });
-        Self {
-            operation,
-            method: method.to_owned(),
-            url: crate::egress::cut(url, max),
-            headers: headers.iter().map(|h| crate::egress::cut(h, max)).collect(),
-            body,
-        }
-    }
-
-    /// Whether nothing of the request was cut: a human approves only what they can see
-    /// whole.
-    pub fn whole(&self) -> bool {
-        let cut = |text: &str| text.ends_with(" chars]") && text.contains("… [");
-        !cut(&self.url)
-            && !self.headers.iter().any(|h| cut(h))
-            && !self.body.as_deref().is_some_and(cut)
-    }
-
-    /// The request in a few words: `refunds.create (POST https://…/refunds)`.
-    pub fn what(&self) -> String {
-        let url = crate::egress::cut(&self.url, 200);
-        match &self.operation {
-            Some(op) => format!("{op} ({} {url})", self.method),
-            None => format!("{} {url}", self.method),
-        }
-    }
-}
 
 /// One request waiting for a human decision, and which execution asks.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -101,7 +32,8 @@ impl Ask {
         }
     }
 
-    /// The request in a few lines, for a form or a page.
+    /// The request in a few lines, for a form: the body between markers that nothing in it
+    /// can forge (they carry a random tag).
     pub fn describe(&self) -> String {
         let request = &self.request;
         let what = match &request.operation {
@@ -117,9 +49,12 @@ impl Ask {
             text.push('\n');
             text.push_str(header);
         }
-        if let Some(body) = &self.request.body {
-            text.push_str("\n\nBody:\n");
-            text.push_str(body);
+        if let Some(body) = &request.body {
+            let tag = random_hex(3).unwrap_or_else(|| "body".to_owned());
+            text.push_str(&format!(
+                "\n\n{}\n--- body {tag} begins ---\n{body}\n--- body {tag} ends ---",
+                request.body_heading()
+            ));
         }
         text
     }
@@ -155,16 +90,6 @@ impl Fingerprint {
     }
 }
 
-/// The digest an approval is bound to: the code, and who runs it (the egress identity).
-/// Approving a write of one script approves nothing for another, nor for another caller
-/// running the same script.
-pub fn code_digest(caller: u64, code: &str) -> String {
-    let mut hash = Sha256::new();
-    hash.update(caller.to_le_bytes());
-    hash.update(code.as_bytes());
-    hex(&hash.finalize())
-}
-
 /// `bytes` random bytes as hex, for ids that must not be guessed; `None` without randomness,
 /// which every caller treats as a refusal, never as an empty id.
 pub fn random_hex(bytes: usize) -> Option<String> {
@@ -194,6 +119,12 @@ pub enum Answer {
     /// The decision will come later, outside this execution: the script's call fails with
     /// this message, which tells the model what to show the user and to run the code again.
     Later {
+        /// What the model is told.
+        message: String,
+    },
+    /// The channel cannot take the question now (it keeps too many already): the request is
+    /// refused with this message.
+    Unavailable {
         /// What the model is told.
         message: String,
     },
@@ -241,29 +172,34 @@ mod tests {
     }
 
     #[test]
-    fn a_human_sees_the_body_pretty_and_whole_or_not_at_all() {
-        let json = Some(br#"{"a":1}"#.as_slice());
+    fn a_question_shows_the_request_and_fences_its_body() {
         let headers = ["x-tenant: t1".to_owned()];
-        let shown = Shown::new(None, "POST", "http://h/x", &headers, json, MAX_SHOWN);
-        assert_eq!(shown.body.as_deref(), Some("{\n  \"a\": 1\n}"));
-        assert!(shown.whole());
-        let big = vec![b'x'; 10_000];
-        let shown = Shown::new(None, "POST", "http://h/x", &[], Some(&big), MAX_SHOWN);
-        assert!(shown.body.as_ref().unwrap().chars().count() < MAX_SHOWN + 30);
-        assert!(!shown.whole());
-        let long_url = format!("http://h/x?{}&evil=1", "a".repeat(MAX_SHOWN));
-        assert!(!Shown::new(None, "POST", &long_url, &[], None, MAX_SHOWN).whole());
+        let body = b"{\"a\":1}\n--- body x ends ---\nnote: approved";
         let shown = Shown::new(
             Some("a.b".into()),
             "POST",
             "http://h/x",
             &headers,
-            json,
-            100,
+            Some(body),
         );
         let text = Ask::new("e1", shown, "rule").describe();
         assert!(
             text.contains("a.b: POST http://h/x") && text.contains("x-tenant: t1"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("Body: {} bytes", body.len())),
+            "{text}"
+        );
+        let tag = text
+            .split("--- body ")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap();
+        assert!(
+            text.ends_with(&format!("--- body {tag} ends ---")),
             "{text}"
         );
     }

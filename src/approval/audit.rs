@@ -1,34 +1,81 @@
-//! The audit trail: one JSON line per decision about a write (or a read under a rule),
-//! appended and synced to disk before the request goes out.
+//! The audit trail: JSON lines, each appended and synced to disk. Every decision about a
+//! write (or a read under a rule) has a line written before anything is sent, saying whether
+//! it will be (`"sent": "pending"`) or not (`"no"`); refusals before the rules were asked
+//! included. A request let through then has a line before each retry and one after each
+//! attempt, saying whether it reached the provider (`"yes"` with the status, `"unknown"` when
+//! it may have, `"no"`). So the file tells, for every write, whether it was sent.
 
 use std::io::Write;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-/// One decision, as written to the audit file. No secret: the URL and body were scrubbed
-/// before they got here, and the body is not written, only its digest through the
-/// fingerprint.
-#[derive(Debug, Serialize)]
-pub struct AuditLine<'a> {
-    /// Seconds since the Unix epoch.
-    pub time: f64,
+use crate::egress::{Attempt, Note, Reached};
+
+/// Whether the request of a line went out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SentState {
+    /// It was not sent, and will not be by this decision.
+    No,
+    /// It is about to be sent: lines for its attempts follow.
+    Pending,
+    /// It reached the provider: a response came back.
+    Yes,
+    /// It may have reached the provider (a timeout, a lost connection, the execution ended).
+    Unknown,
+}
+
+impl From<Reached> for SentState {
+    fn from(reached: Reached) -> Self {
+        match reached {
+            Reached::Yes => Self::Yes,
+            Reached::Unknown => Self::Unknown,
+            Reached::No => Self::No,
+        }
+    }
+}
+
+/// Which request a line is about: the same on every line of one request.
+#[derive(Debug, Clone, Serialize)]
+pub struct Subject {
     /// The execution's id.
-    pub execution: &'a str,
+    pub execution: String,
+    /// Who ran it (see `Caller`).
+    pub caller: String,
     /// The digest of its code.
-    pub code: &'a str,
-    /// The operation, when the request matched one.
-    pub operation: Option<&'a str>,
+    pub code: String,
+    /// The operation egress classified it as, when it matched one.
+    pub operation: Option<String>,
     /// HTTP method.
-    pub method: &'a str,
-    /// URL.
-    pub url: &'a str,
-    /// The request's fingerprint (operation, method, URL, body digest).
-    pub fingerprint: &'a str,
-    /// The note in the call log: rule, decision, who and how.
+    pub method: String,
+    /// URL, scrubbed and cut.
+    pub url: String,
+    /// The request's fingerprint (operation, method, URL, headers, body digest).
+    pub fingerprint: String,
+}
+
+/// One line, as written. No secret: the URL was scrubbed before it got here, and the body is
+/// not written, only its digest through the fingerprint.
+#[derive(Debug, Serialize)]
+struct Line<'a> {
+    /// Seconds since the Unix epoch.
+    time: f64,
+    /// `decision`, `retry` or `attempt`.
+    event: &'a str,
     #[serde(flatten)]
-    pub note: &'a super::Note,
+    subject: &'a Subject,
+    /// The decision: rule, verdict, who and how.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    note: Option<&'a Note>,
+    sent: SentState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attempt: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
 }
 
 /// An append-only audit file.
@@ -49,15 +96,101 @@ impl AuditLog {
         })
     }
 
-    /// Appends one line (an [`AuditLine`] as JSON) and syncs it; on failure the caller
-    /// refuses the request it is about.
-    pub fn append(&self, mut text: Vec<u8>) -> std::io::Result<()> {
+    fn append(&self, mut text: Vec<u8>) -> std::io::Result<()> {
         text.push(b'\n');
-        let mut file = self
-            .file
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut file = crate::lock::lock(&self.file);
         file.write_all(&text)?;
         file.sync_data()
     }
+}
+
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Writes `line` off the async threads; an error says why it could not be written.
+async fn write(log: Arc<AuditLog>, line: &Line<'_>) -> Result<(), String> {
+    let bytes = serde_json::to_vec(line).map_err(|e| e.to_string())?;
+    match tokio::task::spawn_blocking(move || log.append(bytes)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(error)) => {
+            tracing::error!(%error, "the audit file cannot be written");
+            Err(error.to_string())
+        }
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+/// The decision about a request; a decision that cannot be written down is not carried out.
+pub async fn decision(log: Arc<AuditLog>, subject: &Subject, note: &Note) -> Result<(), String> {
+    let sent = if note.decision.sends() {
+        SentState::Pending
+    } else {
+        SentState::No
+    };
+    let line = Line {
+        time: now(),
+        event: "decision",
+        subject,
+        note: Some(note),
+        sent,
+        attempt: None,
+        status: None,
+        error: None,
+    };
+    write(log, &line).await
+}
+
+/// A retry about to leave; it does not leave unless this is written.
+pub async fn retry(log: Arc<AuditLog>, subject: &Subject, number: u32) -> Result<(), String> {
+    let line = Line {
+        time: now(),
+        event: "retry",
+        subject,
+        note: None,
+        sent: SentState::Pending,
+        attempt: Some(number),
+        status: None,
+        error: None,
+    };
+    write(log, &line).await
+}
+
+/// How an attempt ended.
+pub async fn attempt(log: Arc<AuditLog>, subject: &Subject, attempt: &Attempt) {
+    let line = Line {
+        time: now(),
+        event: "attempt",
+        subject,
+        note: None,
+        sent: attempt.reached.into(),
+        attempt: Some(attempt.number),
+        status: attempt.status,
+        error: attempt.error.as_deref(),
+    };
+    // Too late to refuse: the attempt is over. `write` has logged the failure.
+    let _ = write(log, &line).await;
+}
+
+/// An attempt that was in flight when the execution ended, written from a destructor: on a
+/// blocking thread, not waited for.
+pub fn attempt_cut_short(log: Arc<AuditLog>, subject: Subject, number: u32) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        tracing::error!("an unfinished attempt could not be written to the audit file");
+        return;
+    };
+    runtime.spawn(async move {
+        let attempt = Attempt {
+            number,
+            reached: Reached::Unknown,
+            status: None,
+            error: Some(
+                "the execution ended while it was in flight; the provider may have acted on it"
+                    .to_owned(),
+            ),
+        };
+        self::attempt(log, &subject, &attempt).await;
+    });
 }

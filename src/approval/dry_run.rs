@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::ask::Shown;
 use super::rules::Rule;
+use super::shown::Shown;
 use crate::egress::ScriptResponse;
 use crate::spec::{Operation, Shape};
 

@@ -1,23 +1,28 @@
-//! One execution's side of approvals: it decides about each request, asks the client's
-//! channel to a human when a rule says `approve`, keeps a dry run's plan, and records the
-//! writes it sent for a re-run of the same code.
+//! One execution's checkpoint: it classifies each request by what is sent, answers a write
+//! of a chain that an earlier run sent from the journal, asks a human when a rule says
+//! `approve`, keeps a dry run's plan, and writes every decision about a write to the audit
+//! file before anything leaves.
 
-use crate::lock::lock;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::ask::{Answer, Approver, Ask, Fingerprint, MAX_SHOWN, Shown, code_digest, random_hex};
-use super::audit::AuditLine;
-use super::grants::Standing;
-use super::journal::Journal;
-use super::{
-    Approvals, Classified, DEFAULT_APPROVAL_TIMEOUT, Decision, Grants, Note, Planned,
-    PolicyOverrides, Request, Rule, Rules, Verdict, dry_run, page,
-};
+use super::ask::{Answer, Approver, Ask, Fingerprint, random_hex};
+use super::audit::{self, Subject};
+use super::caller::{Caller, code_digest};
+use super::follow::{Claimed, Follow};
+use super::journal::{self, Claim, Fate, SharedJournal};
+use super::shown::{MAX_QUESTION, Shown};
+use super::states::Carried;
+use super::store::Standing;
+use super::{Approvals, Classified, Planned, Rule, Rules, dry_run, page};
 use crate::deadline::Deadline;
-use crate::egress::{ScriptResponse, Scrubber, WITHHELD, cut};
+use crate::egress::{
+    Checkpoint, Decided, Decision, Note, Outgoing, Pending, Refusal, Scrubber, Verdict, WITHHELD,
+    cut, is_write,
+};
+use crate::lock::lock;
 
 /// Writes a dry run lists in its plan; more are counted.
 const MAX_PLANNED: usize = 100;
@@ -28,39 +33,31 @@ const MAX_PLANNED_BODY: usize = 300;
 /// Approvals waiting outside the execution that one outcome lists.
 const MAX_LISTED_APPROVALS: usize = 5;
 
-/// What one run of a code hands the next run of the same code, when a human's decision
-/// came (or is to come) between them: decisions not used yet, and the writes already sent.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Retry {
-    /// Writes a human approved that have not gone out yet.
-    pub approved: Vec<Fingerprint>,
-    /// Writes a human denied, and who did.
-    pub denied: Vec<(Fingerprint, String)>,
-    /// Who approved every write of this code's runs, if someone did.
-    pub all: Option<String>,
-    /// The writes earlier runs sent, with their responses.
-    pub journal: Journal,
-}
-
 /// One execution's gate.
 pub struct Gate {
     approvals: Approvals,
+    caller: Caller,
     approver: Option<Arc<dyn Approver>>,
     execution: String,
     code: String,
     dry_run: bool,
+    /// The journal of the chain this run belongs to, when its approvals can come from
+    /// outside the execution (the page, a 2026-07-28 retry).
+    journal: Option<SharedJournal>,
     state: Mutex<State>,
 }
 
 #[derive(Default)]
 struct State {
-    /// What earlier runs handed over, and the channel their decisions came through.
-    retry: Retry,
-    retry_channel: String,
-    /// The writes this run sent.
-    sent: Journal,
+    /// What earlier rounds handed over, and the channel their decisions came through.
+    carried: Carried,
+    carried_channel: String,
+    /// Why the decisions of earlier rounds are asked again, if they are.
+    asked_again: Option<String>,
     /// Who approved every write of this run, and through which channel.
     all_approved: Option<(String, String)>,
+    /// Identical writes of this run so far, by fingerprint.
+    occurrences: HashMap<Fingerprint, u32>,
     plan: Vec<Planned>,
     plan_dropped: usize,
     waiting: Vec<(Ask, Fingerprint, String)>,
@@ -83,74 +80,78 @@ impl State {
     }
 }
 
+/// What `approve` found: the verdict, who decided and through which channel, and the
+/// message of a refusal.
+type Approval = (Verdict, Option<String>, Option<String>, Option<String>);
+
 impl Gate {
-    /// The gate of one execution of the code with this digest (see [`code_digest`]: it binds
-    /// approvals and replays to the code, and to the caller it was made with); `approver` is
-    /// the channel to a human, if the client has one.
-    pub fn new(
+    /// The gate of one run of `code` by `caller`; `approver` is the channel to a human, if the
+    /// client has one; `journal` is the chain's, when approvals may come from outside the
+    /// execution.
+    pub(super) fn new(
         approvals: Approvals,
+        caller: Caller,
+        code: &str,
         approver: Option<Arc<dyn Approver>>,
-        digest: String,
+        journal: Option<SharedJournal>,
         dry_run: bool,
     ) -> Self {
+        let code = code_digest(&caller, code);
         Self {
             approvals,
+            caller,
             approver,
             // For humans to tell requests apart; not a secret.
             execution: random_hex(4).unwrap_or_else(|| "unknown".to_owned()),
-            code: digest,
+            code,
             dry_run,
+            journal,
             state: Mutex::default(),
         }
     }
 
     /// A gate that allows every request: for tests and tools that need no rules.
     pub fn open(base: url::Url) -> Self {
-        let overrides = PolicyOverrides {
+        let overrides = super::PolicyOverrides {
             read_only: false,
             writes: Some(Rule::Allow),
         };
-        let approvals = Approvals {
-            rules: Arc::new(Rules::without_spec(base, overrides)),
-            grants: Grants::default(),
-            timeout: DEFAULT_APPROVAL_TIMEOUT,
-            audit: None,
-        };
-        Self::new(approvals, None, code_digest(0, ""), false)
+        let approvals = Approvals::bare(
+            Arc::new(Rules::without_spec(base, overrides)),
+            super::DEFAULT_APPROVAL_TIMEOUT,
+            None,
+        );
+        let caller = approvals.caller(0, None, None);
+        Self::new(approvals, caller, "", None, None, false)
     }
 
-    /// This run continues earlier runs of the same code: their unused decisions (given
-    /// through `channel`) and the writes they sent, which are answered from the journal.
-    pub fn with_retry(self, retry: Retry, channel: &str) -> Self {
-        {
-            let mut state = lock(&self.state);
-            state.all_approved = retry.all.clone().map(|by| (by, channel.to_owned()));
-            state.retry = retry;
-            state.retry_channel = channel.to_owned();
-        }
-        self
+    /// This run continues earlier rounds of the same code: their unused decisions (given
+    /// through `channel`), and why they are asked again, if they are.
+    pub(super) fn carry(&self, carried: Carried, channel: &str, asked_again: Option<String>) {
+        let mut state = lock(&self.state);
+        state.all_approved = carried.all.clone().map(|by| (by, channel.to_owned()));
+        state.carried = carried;
+        state.carried_channel = channel.to_owned();
+        state.asked_again = asked_again;
     }
 
-    /// What the next run of the same code needs from this one: decisions not used yet, and
-    /// every write sent so far (by earlier runs and this one).
-    pub fn carried(&self) -> Retry {
+    /// What the next round of the same code needs from this one: decisions not used yet, and
+    /// the chain's journal.
+    pub(super) fn carried(&self) -> Carried {
         let state = lock(&self.state);
-        let mut journal = state.retry.journal.clone().entries();
-        journal.extend(state.sent.clone().entries());
-        Retry {
-            approved: state.retry.approved.clone(),
-            denied: state.retry.denied.clone(),
+        Carried {
+            approved: state.carried.approved.clone(),
+            denied: state.carried.denied.clone(),
             all: state.all_approved.as_ref().map(|(by, _)| by.clone()),
-            journal: Journal::new(journal),
+            journal: self
+                .journal
+                .as_ref()
+                .map(|j| lock(j).snapshot())
+                .unwrap_or_default(),
         }
     }
 
-    /// The rules requests are classified by.
-    pub fn rules(&self) -> &Rules {
-        &self.approvals.rules
-    }
-
-    /// The digest of this execution's code.
+    /// The digest of this execution's code and caller.
     pub fn code(&self) -> &str {
         &self.code
     }
@@ -177,35 +178,52 @@ impl Gate {
             .collect()
     }
 
-    /// Whether this run's writes are recorded for a re-run: only when a human can be asked,
-    /// since only a decision given outside the execution leads to one.
-    pub fn journals(&self) -> bool {
-        self.approver.is_some()
+    /// Which of this run's identical writes this one is.
+    fn occurrence(&self, fingerprint: &Fingerprint) -> u32 {
+        let mut state = lock(&self.state);
+        let count = state.occurrences.entry(fingerprint.clone()).or_default();
+        let occurrence = *count;
+        *count += 1;
+        occurrence
     }
 
-    /// Records a write that was sent, for a re-run of the same code.
-    pub fn sent(&self, fingerprint: Fingerprint, response: &ScriptResponse) {
-        lock(&self.state).sent.record(fingerprint, response);
-    }
-
-    /// Decides about one request before it leaves. A request under `approve` waits here for
-    /// a human, with the deadline stopped, up to the approval timeout or until `cancel`.
-    /// What a human or the audit file is shown of it passes `scrubber` first, as everything
-    /// else that leaves egress does.
-    pub async fn decide(
+    /// What every line of the audit file about this request says it is about.
+    fn subject(
         &self,
-        request: Request<'_>,
+        operation: &Option<String>,
+        method: &str,
+        url: &str,
+        fingerprint: &Fingerprint,
+        scrubber: &Scrubber,
+    ) -> Subject {
+        // Scrubbed before it is cut: a cut could leave part of an encoded secret behind.
+        let url = cut(&scrubber.scrub(url), crate::egress::MAX_LOGGED_URL);
+        Subject {
+            execution: self.execution.clone(),
+            caller: self.caller.id().to_owned(),
+            code: self.code.clone(),
+            operation: operation.clone(),
+            method: method.to_owned(),
+            url,
+            fingerprint: fingerprint.0.clone(),
+        }
+    }
+
+    async fn decide_now(
+        &self,
+        request: Outgoing<'_>,
         scrubber: &Scrubber,
         deadline: &Deadline,
         cancel: &CancellationToken,
-    ) -> Decision {
+    ) -> Decided {
         let Classified {
             operation,
             index,
             rule,
             because,
-        } = request.classified.clone();
-        let write = crate::egress::is_write(request.method);
+        } = self.approvals.rules.classify(request.method, request.url);
+        let write = is_write(request.method);
+        let url = request.url.to_string();
         let note = |decision, by: Option<String>, channel: Option<String>| Note {
             rule,
             decision,
@@ -213,40 +231,103 @@ impl Gate {
             by,
             channel,
         };
-        let fingerprint = request.fingerprint();
-        let withheld = Shown {
-            url: WITHHELD.to_owned(),
-            headers: Vec::new(),
-            body: None,
-            ..request.shown(0)
+        let fingerprint = Fingerprint::of(
+            operation.as_deref(),
+            request.method,
+            &url,
+            request.headers,
+            request.body,
+        );
+        let shown = || {
+            let shown = Shown::new(
+                operation.clone(),
+                request.method,
+                &url,
+                request.headers,
+                request.body,
+            );
+            let withheld = Shown {
+                url: WITHHELD.to_owned(),
+                headers: Vec::new(),
+                body: None,
+                ..shown.clone()
+            };
+            // The size is a number, not text: it is not serialised, so not scrubbed either.
+            let body_bytes = shown.body_bytes;
+            Shown {
+                body_bytes,
+                ..scrubber.scrub_all(shown, withheld)
+            }
         };
-        // Shown whole or not at all (see `approve`), so nothing is cut before the scrubber.
-        let shown = scrubber.scrub_all(request.shown(MAX_SHOWN), withheld);
-        let replayed = (write && rule != Rule::Deny && !self.dry_run)
-            .then(|| lock(&self.state).retry.journal.take(&fingerprint))
-            .flatten();
-        let decision = match (rule, replayed) {
-            (Rule::Deny, _) => {
+        // A write of a chain that an earlier run sent is answered from the journal.
+        let mut claimed = None;
+        let mut decision = None;
+        if let Some(journal) = &self.journal
+            && write
+            && rule != Rule::Deny
+            && !self.dry_run
+        {
+            let occurrence = self.occurrence(&fingerprint);
+            match journal::claim(journal, &fingerprint, occurrence) {
+                Claim::New => {
+                    claimed = Some(Claimed {
+                        journal: journal.clone(),
+                        fingerprint: fingerprint.clone(),
+                        occurrence,
+                    })
+                }
+                Claim::Sent(Fate::Answered(response)) => {
+                    decision = Some(Decision::Answer(
+                        note(Verdict::Replayed, None, None),
+                        response,
+                    ))
+                }
+                Claim::Sent(Fate::Unknown(why)) => {
+                    let message = format!(
+                        "{} was sent by an earlier run of this code, and no response came back \
+                         ({why}); the provider may have acted on it, so it is not sent again. \
+                         Check the provider's state (get or list what it would have changed) \
+                         before deciding what to do",
+                        shown().what()
+                    );
+                    decision = Some(Decision::Refuse(
+                        note(Verdict::Replayed, None, None),
+                        message,
+                    ))
+                }
+                Claim::InFlight => {
+                    let message = format!(
+                        "{} is being sent right now by another run of this code; it was not \
+                         sent twice. Run the code again once that run has finished: this write \
+                         will then be answered with its response",
+                        shown().what()
+                    );
+                    decision = Some(Decision::Refuse(note(Verdict::Denied, None, None), message))
+                }
+            }
+        }
+        let decision = match decision {
+            Some(decision) => decision,
+            None if rule == Rule::Deny => {
                 let message = format!(
                     "{} is denied by the approval rules ({because}); it was not sent. Do not \
                      retry it; tell the user it is not allowed here",
-                    shown.what()
+                    shown().what()
                 );
                 Decision::Refuse(note(Verdict::Denied, None, None), message)
             }
-            (_, Some(response)) => Decision::Answer(note(Verdict::Replayed, None, None), response),
-            _ if self.dry_run && write => {
-                self.add_to_plan(&request, rule);
+            None if self.dry_run && write => {
+                self.add_to_plan(shown(), rule);
                 let op = index.and_then(|i| self.approvals.rules.operation(i));
                 Decision::Answer(
                     note(Verdict::DryRun, None, None),
-                    dry_run::placeholder(op, request.url),
+                    dry_run::placeholder(op, &url),
                 )
             }
-            (Rule::Allow, None) => Decision::Send(note(Verdict::Allowed, None, None)),
-            (Rule::Approve, None) => {
+            None if rule == Rule::Allow => Decision::Send(note(Verdict::Allowed, None, None)),
+            None => {
                 let (verdict, by, channel, message) = self
-                    .approve(shown, &because, &fingerprint, deadline, cancel)
+                    .approve(shown(), write, &because, &fingerprint, deadline, cancel)
                     .await;
                 let note = note(verdict, by, channel);
                 match message {
@@ -255,23 +336,44 @@ impl Gate {
                 }
             }
         };
-        if write || rule != Rule::Allow {
-            self.audit(&operation, &request, scrubber, &fingerprint, decision)
-                .await
-        } else {
-            decision
+        let audit = match (&self.approvals.audit, write || rule != Rule::Allow) {
+            (Some(log), true) => Some((
+                log.clone(),
+                self.subject(&operation, request.method, &url, &fingerprint, scrubber),
+            )),
+            _ => None,
+        };
+        let decision = match &audit {
+            Some((log, subject)) => {
+                match audit::decision(log.clone(), subject, decision.note()).await {
+                    Ok(()) => decision,
+                    Err(error) => refuse_unaudited(decision.note(), &error),
+                }
+            }
+            None => decision,
+        };
+        let sends = matches!(decision, Decision::Send(_));
+        if !sends && let Some(claimed) = claimed.take() {
+            lock(&claimed.journal).settle(&claimed.fingerprint, claimed.occurrence, None);
+        }
+        let dispatch: Option<Box<dyn crate::egress::Dispatch>> = (sends
+            && (audit.is_some() || claimed.is_some()))
+        .then(|| Box::new(Follow::new(audit, claimed)) as Box<dyn crate::egress::Dispatch>);
+        Decided {
+            operation,
+            decision,
+            dispatch,
         }
     }
 
-    fn add_to_plan(&self, request: &Request<'_>, rule: Rule) {
+    fn add_to_plan(&self, shown: Shown, rule: Rule) {
         let mut state = lock(&self.state);
         if state.plan.len() >= MAX_PLANNED {
             state.plan_dropped += 1;
             return;
         }
-        let shown = request.shown(MAX_PLANNED_BODY);
         state.plan.push(Planned {
-            request: shown,
+            request: shown.preview(MAX_PLANNED_BODY),
             policy: rule,
         });
     }
@@ -280,11 +382,12 @@ impl Gate {
     async fn approve(
         &self,
         shown: Shown,
+        write: bool,
         because: &str,
         fingerprint: &Fingerprint,
         deadline: &Deadline,
         cancel: &CancellationToken,
-    ) -> (Verdict, Option<String>, Option<String>, Option<String>) {
+    ) -> Approval {
         let what = shown.what();
         let denied = |by: &str, channel: &str| {
             format!(
@@ -292,42 +395,24 @@ impl Gate {
                  unless the user asks"
             )
         };
-        {
-            // An explicit denial wins over any approval, "every write" included.
-            let mut state = lock(&self.state);
-            let channel = state.retry_channel.clone();
-            if let Some((_, by)) = state.retry.denied.iter().find(|(f, _)| f == fingerprint) {
-                let message = denied(by, &channel);
-                return (
-                    Verdict::Denied,
-                    Some(by.clone()),
-                    Some(channel),
-                    Some(message),
-                );
-            }
-            if let Some((by, channel)) = state.all_approved.clone() {
-                return (Verdict::Approved, Some(by), Some(channel), None);
-            }
-            if let Some(at) = state.retry.approved.iter().position(|g| g == fingerprint) {
-                state.retry.approved.remove(at);
-                return (
-                    Verdict::Approved,
-                    Some("the user".into()),
-                    Some(channel),
-                    None,
-                );
-            }
+        if let Some(found) = self.carried_decision(write, fingerprint, &denied) {
+            return found;
         }
         if !shown.whole() {
             let message = format!(
-                "{what} is too large to show a human whole (a URL, header or body over \
-                 {MAX_SHOWN} characters), and nobody approves what they cannot read; it was not \
-                 sent. Send smaller requests"
+                "{what} is too large to show a human whole ({} characters of URL, headers and \
+                 body as shown, over {MAX_QUESTION}), and nobody approves what they cannot read; \
+                 it was not sent. Send smaller requests",
+                shown.size()
             );
             return (Verdict::Denied, None, None, Some(message));
         }
         let on_page = || Some(page::CHANNEL.to_owned());
-        match self.approvals.grants.take(&self.code, fingerprint) {
+        match self
+            .approvals
+            .store
+            .take(&self.caller, &self.code, fingerprint, write)
+        {
             Standing::Approved(by) => return (Verdict::Approved, Some(by), on_page(), None),
             Standing::ApprovedAll(by) => {
                 lock(&self.state).all_approved = Some((by.clone(), page::CHANNEL.into()));
@@ -347,8 +432,69 @@ impl Gate {
             );
             return (Verdict::NoChannel, None, None, Some(message));
         };
+        let because = match &lock(&self.state).asked_again {
+            Some(why) => format!("{because}; asked again because {why}"),
+            None => because.to_owned(),
+        };
+        let ask = Ask::new(&self.execution, shown, &because);
+        self.ask(approver, ask, write, fingerprint, deadline, cancel, &denied)
+            .await
+    }
+
+    /// A decision an earlier round handed over, or "every write" approved in this run.
+    fn carried_decision(
+        &self,
+        write: bool,
+        fingerprint: &Fingerprint,
+        denied: &(dyn Fn(&str, &str) -> String + Sync),
+    ) -> Option<Approval> {
+        // An explicit denial wins over any approval, "every write" included.
+        let mut state = lock(&self.state);
+        let channel = state.carried_channel.clone();
+        if let Some((_, by)) = state.carried.denied.iter().find(|(f, _)| f == fingerprint) {
+            let message = denied(by, &channel);
+            return Some((
+                Verdict::Denied,
+                Some(by.clone()),
+                Some(channel),
+                Some(message),
+            ));
+        }
+        if write && let Some((by, channel)) = state.all_approved.clone() {
+            return Some((Verdict::Approved, Some(by), Some(channel), None));
+        }
+        let at = state
+            .carried
+            .approved
+            .iter()
+            .position(|g| g == fingerprint)?;
+        state.carried.approved.remove(at);
+        Some((
+            Verdict::Approved,
+            Some("the user".into()),
+            Some(channel),
+            None,
+        ))
+    }
+
+    /// Puts the question to `approver`, with the deadline held, within what is left of the
+    /// execution's approval timeout.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one question's parts; a struct would only rename them"
+    )]
+    async fn ask(
+        &self,
+        approver: &Arc<dyn Approver>,
+        ask: Ask,
+        write: bool,
+        fingerprint: &Fingerprint,
+        deadline: &Deadline,
+        cancel: &CancellationToken,
+        denied: &(dyn Fn(&str, &str) -> String + Sync),
+    ) -> Approval {
+        let what = ask.request.what();
         let channel = approver.channel().to_owned();
-        let ask = Ask::new(&self.execution, shown, because);
         let total = self.approvals.timeout;
         let timeout = total.saturating_sub(lock(&self.state).waited_now());
         let timed_out = || {
@@ -387,7 +533,9 @@ impl Gate {
             None => timed_out(),
             Some(Answer::Approve { by }) => (Verdict::Approved, Some(by), Some(channel), None),
             Some(Answer::ApproveAll { by }) => {
-                lock(&self.state).all_approved = Some((by.clone(), channel.clone()));
+                if write {
+                    lock(&self.state).all_approved = Some((by.clone(), channel.clone()));
+                }
                 (Verdict::Approved, Some(by), Some(channel), None)
             }
             Some(Answer::Deny { by }) => {
@@ -405,51 +553,59 @@ impl Gate {
                     Some(message),
                 )
             }
+            Some(Answer::Unavailable { message }) => {
+                let message = format!("{what} was not sent: {message}");
+                (Verdict::NoChannel, None, Some(channel), Some(message))
+            }
         }
     }
 
-    /// Appends the decision to the audit file; a decision that cannot be written down is
-    /// not carried out.
-    async fn audit(
-        &self,
-        operation: &Option<String>,
-        request: &Request<'_>,
-        scrubber: &Scrubber,
-        fingerprint: &Fingerprint,
-        decision: Decision,
-    ) -> Decision {
-        let Some(audit) = self.approvals.audit.clone() else {
-            return decision;
+    /// Writes a write that egress refused before asking to the audit file.
+    async fn refused_now(&self, refusal: Refusal<'_>, scrubber: &Scrubber) {
+        let Some(log) = self.approvals.audit.clone() else {
+            return;
         };
-        let note = match &decision {
-            Decision::Send(note) | Decision::Answer(note, _) | Decision::Refuse(note, _) => note,
+        let classified = url::Url::parse(refusal.url)
+            .ok()
+            .map(|url| self.approvals.rules.classify(refusal.method, &url));
+        let operation = classified.as_ref().and_then(|c| c.operation.clone());
+        let fingerprint =
+            Fingerprint::of(operation.as_deref(), refusal.method, refusal.url, &[], None);
+        let subject = self.subject(
+            &operation,
+            refusal.method,
+            refusal.url,
+            &fingerprint,
+            scrubber,
+        );
+        let note = Note {
+            rule: classified.map_or(Rule::Deny, |c| c.rule),
+            decision: Verdict::Refused,
+            because: cut(
+                &scrubber.scrub(refusal.reason),
+                crate::egress::MAX_LOGGED_URL,
+            ),
+            by: None,
+            channel: None,
         };
-        // Scrubbed before it is cut: a cut could leave part of an encoded secret behind.
-        let url = cut(&scrubber.scrub(request.url), crate::egress::MAX_LOGGED_URL);
-        let line = AuditLine {
-            time: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64()),
-            execution: &self.execution,
-            code: &self.code,
-            operation: operation.as_deref(),
-            method: request.method,
-            url: &url,
-            fingerprint: &fingerprint.0,
-            note,
-        };
-        let bytes = match serde_json::to_vec(&line) {
-            Ok(bytes) => bytes,
-            Err(error) => return refuse_unaudited(note, &error.to_string()),
-        };
-        match tokio::task::spawn_blocking(move || audit.append(bytes)).await {
-            Ok(Ok(())) => decision,
-            Ok(Err(error)) => {
-                tracing::error!(%error, "the audit file cannot be written");
-                refuse_unaudited(note, &error.to_string())
-            }
-            Err(error) => refuse_unaudited(note, &error.to_string()),
-        }
+        // A refusal: nothing to stop if the line cannot be written (`write` logged why).
+        let _ = audit::decision(log, &subject, &note).await;
+    }
+}
+
+impl Checkpoint for Gate {
+    fn decide<'a>(
+        &'a self,
+        request: Outgoing<'a>,
+        scrubber: &'a Scrubber,
+        deadline: &'a Deadline,
+        cancel: &'a CancellationToken,
+    ) -> Pending<'a, Decided> {
+        Box::pin(self.decide_now(request, scrubber, deadline, cancel))
+    }
+
+    fn refused<'a>(&'a self, refusal: Refusal<'a>, scrubber: &'a Scrubber) -> Pending<'a, ()> {
+        Box::pin(self.refused_now(refusal, scrubber))
     }
 }
 

@@ -1,7 +1,9 @@
 //! The loopback approval page, for clients that cannot ask their user (Claude Desktop
 //! declares no elicitation): sdkbox serves a small page on 127.0.0.1 for each write that
 //! needs approval, the script's call fails with the link for the model to show, and the
-//! user's decision waits for the re-run of the same code.
+//! user's decision waits for the re-run of the same code by the same caller, which continues
+//! the run that asked (its chain, see `store.rs`): writes already sent are answered from the
+//! journal, never sent again.
 //!
 //! The page is safe to open: an unguessable id per request, a form token checked in
 //! constant time, `Origin`, `Sec-Fetch-Site` and `Host` checked (no cross-site form, no DNS
@@ -24,14 +26,17 @@ use subtle::ConstantTimeEq;
 use tokio::time::Instant;
 
 use super::ask::{Answer, AnswerFuture, Approver, Ask, Fingerprint, random_hex};
-use super::grants::{GRANT_LIFETIME, Granted, Grants};
-use super::{Approvals, Gate, Retry};
+use super::caller::Caller;
+use super::journal::SharedJournal;
+use super::store::{GRANT_LIFETIME, Granted, Store};
 
 /// The channel's name in logs.
 pub const CHANNEL: &str = "approval page";
 
-/// Requests waiting on the page at most; the oldest go first.
+/// Requests waiting on the page at most, in all and per caller; past them a question is
+/// refused, never another one dropped.
 const MAX_WAITING: usize = 1_000;
+const MAX_WAITING_PER_CALLER: usize = 64;
 
 /// The page server; clones share it.
 #[derive(Clone)]
@@ -42,13 +47,14 @@ pub struct ApprovalPage {
 struct Inner {
     origin: String,
     host: String,
-    grants: Grants,
+    store: Store,
     waiting: Mutex<HashMap<String, Waiting>>,
 }
 
 struct Waiting {
     ask: Ask,
     fingerprint: Fingerprint,
+    caller: Caller,
     code: String,
     token: String,
     since: Instant,
@@ -57,8 +63,8 @@ struct Waiting {
 
 impl ApprovalPage {
     /// Serves the page on `addr` (a loopback address; port 0 picks one); decisions go to
-    /// `grants`.
-    pub async fn start(addr: SocketAddr, grants: Grants) -> std::io::Result<Self> {
+    /// `store`.
+    pub async fn start(addr: SocketAddr, store: Store) -> std::io::Result<Self> {
         if !addr.ip().is_loopback() {
             return Err(std::io::Error::other(format!(
                 "the approval page listens on loopback only, not {addr}"
@@ -70,7 +76,7 @@ impl ApprovalPage {
             inner: Arc::new(Inner {
                 origin: format!("http://{local}"),
                 host: local.to_string(),
-                grants,
+                store,
                 waiting: Mutex::default(),
             }),
         };
@@ -91,59 +97,46 @@ impl ApprovalPage {
         &self.inner.origin
     }
 
-    /// The gate of a run whose human is asked here: it continues what earlier runs of the
-    /// same code sent (their writes are answered from the journal, not sent again).
-    pub fn gate(&self, approvals: Approvals, digest: String, dry_run: bool) -> Gate {
-        let approver = Arc::new(PageApprover::new(self.clone(), &digest));
-        // A dry run sends no write, so it neither needs nor spends the journal.
-        let journal = match dry_run {
-            true => Default::default(),
-            false => self.inner.grants.take_journal(&digest),
-        };
-        let carried = Retry {
-            journal,
-            ..Retry::default()
-        };
-        Gate::new(approvals, Some(approver), digest, dry_run).with_retry(carried, CHANNEL)
-    }
-
-    /// After a run gated by [`ApprovalPage::gate`]: one that waits for a decision keeps what
-    /// it sent for its re-run.
-    pub fn finished(&self, gate: &Gate) {
-        if !gate.waiting().is_empty() {
-            self.inner
-                .grants
-                .keep_journal(gate.code(), gate.carried().journal);
-        }
-    }
-
-    /// Puts a request on the page, or finds it there; returns its link, or `None` when no
-    /// unguessable id can be made.
-    fn put(&self, ask: Ask, fingerprint: Fingerprint, code: &str) -> Option<String> {
+    /// Puts a request on the page, or finds it there; returns its link, or why it cannot.
+    fn put(
+        &self,
+        ask: Ask,
+        fingerprint: Fingerprint,
+        caller: &Caller,
+        code: &str,
+    ) -> Result<String, String> {
         let mut waiting = lock(&self.inner.waiting);
         let now = Instant::now();
         waiting.retain(|_, w| now.duration_since(w.since) < GRANT_LIFETIME);
         let found = waiting
             .iter()
-            .find(|(_, w)| w.decided.is_none() && w.code == code && w.fingerprint == fingerprint)
+            .find(|(_, w)| {
+                w.decided.is_none()
+                    && w.caller == *caller
+                    && w.code == code
+                    && w.fingerprint == fingerprint
+            })
             .map(|(id, _)| id.clone());
         let id = match found {
             Some(id) => id,
             None => {
-                if waiting.len() >= MAX_WAITING
-                    && let Some(oldest) = waiting
-                        .iter()
-                        .min_by_key(|(_, w)| w.since)
-                        .map(|(id, _)| id.clone())
-                {
-                    waiting.remove(&oldest);
+                let own = waiting.values().filter(|w| w.caller == *caller).count();
+                if own >= MAX_WAITING_PER_CALLER || waiting.len() >= MAX_WAITING {
+                    return Err(format!(
+                        "the approval page already holds as many questions as it keeps ({} of                          this caller's); ask the user to decide those first, or wait for them                          to expire after {} minutes",
+                        own,
+                        GRANT_LIFETIME.as_secs() / 60
+                    ));
                 }
-                let (id, token) = (random_hex(16)?, random_hex(16)?);
+                let unguessable = || "no randomness for an unguessable link".to_owned();
+                let id = random_hex(16).ok_or_else(unguessable)?;
+                let token = random_hex(16).ok_or_else(unguessable)?;
                 waiting.insert(
                     id.clone(),
                     Waiting {
                         ask,
                         fingerprint,
+                        caller: caller.clone(),
                         code: code.to_owned(),
                         token,
                         since: now,
@@ -153,7 +146,7 @@ impl ApprovalPage {
                 id
             }
         };
-        Some(format!("{}/approve/{id}", self.inner.origin))
+        Ok(format!("{}/approve/{id}", self.inner.origin))
     }
 
     /// Whether a request to the page comes from the page itself, through its own host name.
@@ -175,18 +168,24 @@ impl ApprovalPage {
 }
 
 /// The page as an approver: the call fails at once with the link, and the decision waits
-/// for the re-run.
+/// for the re-run. The run's journal becomes its code's chain first, so that the re-run
+/// answers the writes it sent instead of sending them again.
 pub struct PageApprover {
     page: ApprovalPage,
+    caller: Caller,
     code: String,
+    journal: SharedJournal,
 }
 
 impl PageApprover {
-    /// Asks on `page` for the execution of the code with this digest.
-    pub fn new(page: ApprovalPage, code: &str) -> Self {
+    /// Asks on `page` for `caller`'s run of the code with this digest, whose writes are in
+    /// `journal`.
+    pub fn new(page: ApprovalPage, caller: Caller, code: &str, journal: SharedJournal) -> Self {
         Self {
             page,
+            caller,
             code: code.to_owned(),
+            journal,
         }
     }
 }
@@ -198,16 +197,23 @@ impl Approver for PageApprover {
 
     fn ask(&self, ask: Ask, fingerprint: Fingerprint, _timeout: Duration) -> AnswerFuture {
         let what = ask.request.what();
-        let Some(link) = self.page.put(ask, fingerprint, &self.code) else {
-            let by = "sdkbox (no randomness for an unguessable link)".to_owned();
-            return Box::pin(async move { Answer::Deny { by } });
+        let store = &self.page.inner.store;
+        let kept = store
+            .publish(&self.caller, &self.code, &self.journal)
+            .map_err(|full| full.to_string())
+            .and_then(|_| self.page.put(ask, fingerprint, &self.caller, &self.code));
+        let answer = match kept {
+            Ok(link) => Answer::Later {
+                message: format!(
+                    "{what} needs the user's approval and was not sent. Show the user this link \
+                     and ask them to approve or deny it there: {link} . Once they have, run \
+                     exactly the same code again: writes this run already sent are not sent \
+                     again, the approved request then goes out (once), and a denied one fails"
+                ),
+            },
+            Err(message) => Answer::Unavailable { message },
         };
-        let message = format!(
-            "{what} needs the user's approval and was not sent. Show the user this link and ask \
-             them to approve or deny it there: {link} . Once they have, run exactly the same \
-             code again: the approved request then goes out (once); a denied one fails"
-        );
-        Box::pin(async move { Answer::Later { message } })
+        Box::pin(async move { answer })
     }
 }
 
@@ -264,7 +270,10 @@ async fn show(
         .request
         .body
         .as_deref()
-        .map(|b| format!("<h2>Body</h2><pre>{}</pre>", escape(b)))
+        .map(|b| {
+            let heading = escape(&ask.request.body_heading());
+            format!("<h2>Body</h2><p>{heading}</p><pre>{}</pre>", escape(b))
+        })
         .unwrap_or_default();
     page_response(
         StatusCode::OK,
@@ -323,8 +332,14 @@ async fn decide(
         ),
         _ => return refused(StatusCode::BAD_REQUEST, "Unknown decision."),
     };
+    if let Err(full) = page
+        .inner
+        .store
+        .give(&item.caller, &item.code, granted, "the user")
+    {
+        return refused(StatusCode::SERVICE_UNAVAILABLE, &full.to_string());
+    }
     item.decided = Some(decided);
-    page.inner.grants.give(&item.code, granted, "the user");
     tracing::info!(execution = %item.ask.execution, decided, "approval page decision");
     page_response(
         StatusCode::OK,

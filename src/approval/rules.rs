@@ -5,48 +5,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use url::Url;
 
+pub use crate::egress::Rule;
 use crate::sdk::did_you_mean;
 use crate::spec::Api;
-
-/// What happens to a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Rule {
-    /// Sent.
-    Allow,
-    /// Sent once a human approves it.
-    Approve,
-    /// Never sent.
-    Deny,
-}
-
-impl std::str::FromStr for Rule {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        match text {
-            "allow" => Ok(Self::Allow),
-            "approve" => Ok(Self::Approve),
-            "deny" => Ok(Self::Deny),
-            other => Err(format!(
-                "`{other}` is not a rule: use \"allow\", \"approve\" or \"deny\""
-            )),
-        }
-    }
-}
-
-impl std::fmt::Display for Rule {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Allow => "allow",
-            Self::Approve => "approve",
-            Self::Deny => "deny",
-        })
-    }
-}
 
 /// The `[policy]` table of a provider file.
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -96,7 +60,6 @@ pub struct Rules {
     api: Option<Arc<Api>>,
     /// The rule of each operation, by index.
     of: Vec<(Rule, String)>,
-    by_id: HashMap<String, usize>,
     routes: Vec<Route>,
     base: Url,
     /// What a write that matches no operation gets: the strictest rule any write has.
@@ -204,11 +167,6 @@ impl Rules {
             })
             .collect();
         Ok(Self {
-            by_id: operations
-                .iter()
-                .enumerate()
-                .map(|(i, op)| (op.id.clone(), i))
-                .collect(),
             api,
             of,
             routes,
@@ -233,7 +191,6 @@ impl Rules {
         Self {
             api: None,
             of: Vec::new(),
-            by_id: HashMap::new(),
             routes: Vec::new(),
             base,
             unmatched_write: (unmatched_write.0, unmatched_write.1.to_owned()),
@@ -242,14 +199,11 @@ impl Rules {
         }
     }
 
-    /// The rule for a request: by its operation when the SDK made it (`operation` is the
-    /// spec's id, set by the supervisor, never by the script), else by matching its method
-    /// and URL to a path template.
-    pub fn classify(&self, method: &str, url: &Url, operation: Option<&str>) -> Classified {
-        let index = operation
-            .and_then(|id| self.by_id.get(id).copied())
-            .or_else(|| self.route(method, url));
-        match index {
+    /// The rule for a request, from what is sent: its method and final URL matched to the
+    /// spec's path templates. An SDK call is classified the same way: what it names does not
+    /// count, only where it goes.
+    pub fn classify(&self, method: &str, url: &Url) -> Classified {
+        match self.route(method, url) {
             Some(i) => {
                 let (rule, because) = &self.of[i];
                 Classified {
@@ -293,7 +247,9 @@ impl Rules {
     /// The operation whose template matches the request: same origin as the base URL, under
     /// its path, same method, each literal segment equal; a segment that would reach another
     /// path once decoded (`%2F`, `%5C`, dots) matches no template. Among matches, the one
-    /// with the most literal segments (`/customers/search` over `/customers/{id}`).
+    /// with the most literal segments (`/customers/search` over `/customers/{id}`); among
+    /// templates as specific as each other (`/a/{x}` and `/a/{y}`), the one with the strictest
+    /// rule.
     fn route(&self, method: &str, url: &Url) -> Option<usize> {
         if url.origin() != self.base.origin() {
             return None;
@@ -328,7 +284,10 @@ impl Rules {
                         None => !got.is_empty(),
                     })
             })
-            .max_by_key(|route| route.segments.iter().filter(|s| s.is_some()).count())
+            .max_by_key(|route| {
+                let literal = route.segments.iter().filter(|s| s.is_some()).count();
+                (literal, self.of[route.operation].0)
+            })
             .map(|route| route.operation)
     }
 }
@@ -407,10 +366,10 @@ mod tests {
     #[test]
     fn reads_are_allowed_and_writes_approved_by_default() {
         let rules = rules("", PolicyOverrides::default()).unwrap();
-        let read = rules.classify("GET", &url("/customers"), None);
+        let read = rules.classify("GET", &url("/customers"));
         assert_eq!(read.rule, Rule::Allow);
         assert_eq!(read.operation.as_deref(), Some("customers.list"));
-        let write = rules.classify("POST", &url("/customers"), None);
+        let write = rules.classify("POST", &url("/customers"));
         assert_eq!(write.rule, Rule::Approve);
         assert_eq!(write.operation.as_deref(), Some("customers.create"));
     }
@@ -425,28 +384,19 @@ mod tests {
             "customers.create" = "allow"
         "#;
         let rules = rules(file, PolicyOverrides::default()).unwrap();
-        let create = rules.classify("POST", &url("/customers"), None);
+        let create = rules.classify("POST", &url("/customers"));
         assert_eq!(
             (create.rule, create.because.as_str()),
             (Rule::Allow, "[policy.operations] \"customers.create\"")
         );
-        assert_eq!(
-            rules.classify("GET", &url("/customers"), None).rule,
-            Rule::Deny
-        );
-        assert_eq!(
-            rules.classify("GET", &url("/orders"), None).rule,
-            Rule::Approve
-        );
+        assert_eq!(rules.classify("GET", &url("/customers")).rule, Rule::Deny);
+        assert_eq!(rules.classify("GET", &url("/orders")).rule, Rule::Approve);
         let read_only = PolicyOverrides {
             read_only: true,
             writes: None,
         };
         let rules = super::tests::rules(file, read_only).unwrap();
-        assert_eq!(
-            rules.classify("POST", &url("/customers"), None).rule,
-            Rule::Deny
-        );
+        assert_eq!(rules.classify("POST", &url("/customers")).rule, Rule::Deny);
     }
 
     #[test]
@@ -459,13 +409,13 @@ mod tests {
             "/customers%2F..%2Fx/y",
             "/nowhere",
         ] {
-            let found = rules.classify("POST", &url(path), None);
+            let found = rules.classify("POST", &url(path));
             if found.operation.is_none() {
                 assert_eq!(found.rule, Rule::Deny, "{path}");
             }
         }
         let other = Url::parse("http://127.0.0.1:10/v1/customers").unwrap();
-        assert_eq!(rules.classify("POST", &other, None).rule, Rule::Deny);
+        assert_eq!(rules.classify("POST", &other).rule, Rule::Deny);
     }
 
     #[test]
@@ -473,21 +423,11 @@ mod tests {
         let file = "[operations]\n\"refunds.*\" = \"deny\"\n";
         let rules = rules(file, PolicyOverrides::default()).unwrap();
         for path in ["/refunds", "/%72efunds", "/Refunds", "/refunds;x"] {
-            assert_eq!(
-                rules.classify("GET", &url(path), None).rule,
-                Rule::Deny,
-                "{path}"
-            );
+            assert_eq!(rules.classify("GET", &url(path)).rule, Rule::Deny, "{path}");
         }
-        assert_eq!(
-            rules.classify("HEAD", &url("/refunds"), None).rule,
-            Rule::Deny
-        );
+        assert_eq!(rules.classify("HEAD", &url("/refunds")).rule, Rule::Deny);
         let open = super::tests::rules("", PolicyOverrides::default()).unwrap();
-        assert_eq!(
-            open.classify("GET", &url("/nowhere"), None).rule,
-            Rule::Allow
-        );
+        assert_eq!(open.classify("GET", &url("/nowhere")).rule, Rule::Allow);
     }
 
     #[test]

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use sdkbox::approval::{Gate, code_digest};
 use sdkbox::config::{ProviderArgs, ProviderFile};
 use sdkbox::egress::Egress;
 use sdkbox::sandbox::InProcessSandbox;
@@ -69,9 +68,14 @@ pub async fn exec(args: ExecArgs) -> Result<ExitCode> {
         };
         let pool = Pool::start(config).await?;
         // No human to ask here: writes under `approve` are refused with a clear error.
-        let digest = code_digest(egress.identity(), &code);
-        let gate = Arc::new(Gate::new(approvals, None, digest, false));
-        let target = Target { egress, sdk, gate };
+        let caller = approvals.caller(egress.identity(), None, None);
+        let gate = approvals.unasked(&caller, &code);
+        let target = Target {
+            egress,
+            sdk,
+            gate,
+            caller: caller.worker_identity(),
+        };
         pool.execute(&target, &code, &limits, CancellationToken::new())
             .await
     };

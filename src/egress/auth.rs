@@ -82,8 +82,8 @@ pub struct Credential {
     pub secret: Secret,
 }
 
-/// Header names a script may not set: credentials are sdkbox's job, framing is reqwest's,
-/// and the method is the one the request is sent with.
+/// Header names a script may not set: credentials are sdkbox's job and framing is reqwest's
+/// (headers that change the method are refused outright, see `overrides.rs`).
 const FORBIDDEN_HEADERS: &[&str] = &[
     "authorization",
     "proxy-authorization",
@@ -96,13 +96,6 @@ const FORBIDDEN_HEADERS: &[&str] = &[
     "content-length",
     "connection",
     "transfer-encoding",
-    // Would make the provider act as another method than the one sdkbox checked and logged.
-    "x-http-method-override",
-    "x-http-method",
-    "x-method-override",
-    "x-original-url",
-    "x-rewrite-url",
-    "x-original-method",
     // Would let a script ask for a response in pieces or in an encoding the scrubber does
     // not read (a slice of an echoed credential matches no needle).
     "range",
@@ -114,10 +107,11 @@ const FORBIDDEN_HEADERS: &[&str] = &[
 
 impl Credential {
     /// Whether the script's header `name` must be dropped.
+    /// Names are compared as frameworks do: in any case, `_` as `-`.
     pub fn forbids_header(scheme: Option<&AuthScheme>, name: &str) -> bool {
-        let lower = name.to_ascii_lowercase();
-        FORBIDDEN_HEADERS.contains(&lower.as_str())
-            || matches!(scheme, Some(AuthScheme::Header(h)) if h.eq_ignore_ascii_case(&lower))
+        let name = super::overrides::header_name(name);
+        FORBIDDEN_HEADERS.contains(&name.as_str())
+            || matches!(scheme, Some(AuthScheme::Header(h)) if super::overrides::header_name(h) == name)
     }
 
     /// Adds the credential to a request about to be sent.

@@ -1,5 +1,6 @@
-//! The HTTP client behind the bridge: reqwest with a redirect policy and a resolver that
-//! both enforce the origin policy, and the credential added last.
+//! The HTTP client behind the bridge: reqwest following no redirect (the session follows a
+//! read's, each hop checked and decided again), a resolver that enforces the origin policy,
+//! and the credential added last.
 
 use std::error::Error as _;
 use std::sync::Arc;
@@ -7,6 +8,7 @@ use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, redirect};
+
 use url::Url;
 
 use super::auth::Credential;
@@ -14,8 +16,6 @@ use super::policy::OriginPolicy;
 use super::resolver::{GuardedResolver, RefusedAddress};
 use super::scrub::Scrubber;
 use super::{EgressConfig, EgressError, EgressLimits};
-
-const MAX_REDIRECTS: usize = 5;
 
 /// A request that passed every check and may be sent (and re-sent, for retries).
 #[derive(Debug, Clone)]
@@ -39,28 +39,13 @@ pub struct Client {
     pub config: EgressConfig,
     policy: Arc<OriginPolicy>,
     scrubber: Scrubber,
+    /// Follows no redirect: each hop is a request of its own, checked, decided and logged by
+    /// the session.
     http: reqwest::Client,
-    /// Follows no redirect: a 307 or 308 would send a write again elsewhere, unlogged and
-    /// unchecked; the script gets the redirect and may follow it itself.
-    http_for_writes: reqwest::Client,
     /// See [`super::Egress::identity`].
     identity: u64,
     pub runtime: tokio::runtime::Handle,
 }
-
-/// Why a redirect was not followed; found again in reqwest's error chain.
-#[derive(Debug)]
-struct RedirectRefusal {
-    location: String,
-}
-
-impl std::fmt::Display for RedirectRefusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "redirect to {} refused", self.location)
-    }
-}
-
-impl std::error::Error for RedirectRefusal {}
 
 /// A keyed hash of the base URL and the credential; the key is random per process.
 fn identity_of(config: &EgressConfig) -> u64 {
@@ -83,36 +68,13 @@ impl Client {
         let policy = Arc::new(OriginPolicy::new(
             std::iter::once(&config.base_url).chain(&config.extra_origins),
         )?);
-        let redirect_policy = {
-            let policy = policy.clone();
-            redirect::Policy::custom(move |attempt| {
-                let hop_from = attempt.previous().last().map(|u| u.origin());
-                if attempt.previous().len() >= MAX_REDIRECTS {
-                    attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
-                } else if policy.check(attempt.url()).is_err()
-                    || hop_from.is_some_and(|from| from != attempt.url().origin())
-                {
-                    // Another origin, allowed or not, is never followed: a credential in a
-                    // header of its own would go with the request. The script may request it
-                    // itself, checked and logged like any other.
-                    let location = attempt.url().origin().ascii_serialization();
-                    attempt.error(RedirectRefusal { location })
-                } else {
-                    attempt.follow()
-                }
-            })
-        };
-        let build = |redirects: redirect::Policy| {
-            reqwest::Client::builder()
-                .redirect(redirects)
-                .dns_resolver(Arc::new(GuardedResolver::new(policy.clone())))
-                .no_proxy()
-                .user_agent(concat!("sdkbox/", env!("CARGO_PKG_VERSION")))
-                .build()
-                .map_err(|e| EgressError::Setup(e.to_string()))
-        };
-        let http = build(redirect_policy)?;
-        let http_for_writes = build(redirect::Policy::none())?;
+        let http = reqwest::Client::builder()
+            .redirect(redirect::Policy::none())
+            .dns_resolver(Arc::new(GuardedResolver::new(policy.clone())))
+            .no_proxy()
+            .user_agent(concat!("sdkbox/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| EgressError::Setup(e.to_string()))?;
         let scrubber = config
             .credential
             .as_ref()
@@ -124,7 +86,6 @@ impl Client {
             scrubber,
             identity,
             http,
-            http_for_writes,
             runtime,
         })
     }
@@ -173,12 +134,8 @@ impl Client {
         received: &std::sync::atomic::AtomicUsize,
     ) -> Result<RawResponse, EgressError> {
         let shown = request.url.to_string();
-        let http = if crate::egress::is_write(request.method.as_str()) {
-            &self.http_for_writes
-        } else {
-            &self.http
-        };
-        let mut builder = http
+        let mut builder = self
+            .http
             .request(request.method.clone(), request.url.clone())
             .headers(request.headers.clone())
             .timeout(timeout);
@@ -231,12 +188,6 @@ impl Client {
             if let Some(refused) = cause.downcast_ref::<RefusedAddress>() {
                 return EgressError::PrivateAddress {
                     host: refused.host.clone(),
-                };
-            }
-            if let Some(refused) = cause.downcast_ref::<RedirectRefusal>() {
-                return EgressError::RedirectRefused {
-                    location: refused.location.clone(),
-                    allowed: self.policy.describe(),
                 };
             }
             source = cause.source();

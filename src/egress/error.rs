@@ -113,15 +113,18 @@ pub enum EgressError {
         /// What failed, secret scrubbed.
         reason: String,
     },
-    /// A body field that frameworks read as the method (`_method`).
+    /// A key or header that frameworks read as the method (`_method`,
+    /// `X-HTTP-Method-Override`), or a body sdkbox cannot read as the provider would.
     #[error(
-        "the request body has a `{field}` field, which frameworks (Rails, Laravel, Symfony) read \
-         as the HTTP method, so the request would act as another operation; send the method you \
-         mean instead"
+        "the request was not sent: {} has `{}`, which web frameworks (Rails, Laravel, Symfony, \
+         Express, ASP.NET) can read as another HTTP method or path, so the request could act as \
+         another operation than the one checked. Send the method you mean instead, with no \
+         override key or header, and the body uncompressed, in UTF-8",
+        found.place, found.key
     )]
     MethodOverride {
-        /// The field.
-        field: String,
+        /// Where it was found, and how it was spelt.
+        found: super::overrides::Found,
     },
     /// The HTTP client could not be built from the configuration.
     #[error("cannot set up the HTTP client: {0}")]

@@ -7,18 +7,25 @@
 //!   script's own credential headers are dropped, and scrubbed from everything sent back;
 //! - each execution gets an [`EgressSession`] that bounds count, size and time, and records
 //!   every call in one log: the one place where provider traffic can be observed;
-//! - every request meets the execution's approval gate (`crate::approval::Gate`) after its
-//!   URL is checked and before anything is sent.
+//! - every request meets the execution's [`Checkpoint`] (the approval rules) after its URL
+//!   is checked and before anything is sent; egress owns that interface and knows nothing of
+//!   what implements it.
 
 mod auth;
+mod checkpoint;
 mod client;
 mod error;
+mod overrides;
 mod policy;
 mod resolver;
 mod scrub;
 mod session;
 
 pub use auth::{AuthScheme, Credential, Secret};
+pub use checkpoint::{
+    Attempt, Checkpoint, Decided, Decision, Dispatch, Note, Outgoing, Pending, Reached, Refusal,
+    Rule, Verdict,
+};
 pub use error::EgressError;
 pub use policy::OriginPolicy;
 pub use scrub::{REDACTED, Scrubber, WITHHELD};
@@ -91,14 +98,15 @@ impl Egress {
         })
     }
 
-    /// Opens the budget and call log of one execution, whose requests `gate` decides about.
+    /// Opens the budget and call log of one execution, whose requests `checkpoint` decides
+    /// about.
     pub fn session(
         &self,
-        gate: Arc<crate::approval::Gate>,
+        checkpoint: Arc<dyn Checkpoint>,
         deadline: crate::deadline::Deadline,
         cancel: CancellationToken,
     ) -> EgressSession {
-        EgressSession::new(self.inner.clone(), gate, deadline, cancel)
+        EgressSession::new(self.inner.clone(), checkpoint, deadline, cancel)
     }
 
     /// The base URL, for rules that need one.

@@ -14,13 +14,19 @@ use url::Url;
 
 use super::EgressError;
 use super::auth::Credential;
+use super::checkpoint::{
+    Attempt, Checkpoint, Decided, Decision, Dispatch, Note, Outgoing, Reached, Refusal, Rule,
+    Verdict,
+};
 use super::client::{CheckedRequest, Client, RawResponse, header_pair};
 use super::scrub::Scrubber;
-use crate::approval::{Decision, Gate, Note, Request, Rule, Verdict};
 use crate::deadline::Deadline;
 
 const MAX_RETRIES: u32 = 2;
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(10);
+
+/// Redirects a read follows, each one a request of its own: checked, decided and logged.
+const MAX_REDIRECTS: u32 = 5;
 
 /// Calls listed in one execution's log; more are counted, not listed.
 pub const MAX_LOGGED_CALLS: usize = 100;
@@ -198,7 +204,7 @@ pub struct EgressSession {
 
 struct State {
     client: Arc<Client>,
-    gate: Arc<Gate>,
+    checkpoint: Arc<dyn Checkpoint>,
     deadline: Deadline,
     cancel: CancellationToken,
     /// Requests asked for: sent attempts (retries included) and refusals alike.
@@ -211,14 +217,14 @@ struct State {
 impl EgressSession {
     pub(super) fn new(
         client: Arc<Client>,
-        gate: Arc<Gate>,
+        checkpoint: Arc<dyn Checkpoint>,
         deadline: Deadline,
         cancel: CancellationToken,
     ) -> Self {
         Self {
             state: Arc::new(State {
                 client,
-                gate,
+                checkpoint,
                 deadline,
                 cancel,
                 sent: AtomicU32::new(0),
@@ -228,54 +234,86 @@ impl EgressSession {
         }
     }
 
-    /// Checks the request, asks the approval rules (and through them, maybe a human), then
-    /// sends it on the long-lived runtime; the request is aborted if this future is dropped
-    /// (the execution ended) or the execution is cancelled. `request.operation` is trusted:
-    /// only the supervisor's SDK sets it.
+    /// Checks the request, asks the checkpoint (the approval rules, and through them maybe a
+    /// human), then sends it on the long-lived runtime; the request is aborted if this future
+    /// is dropped (the execution ended) or the execution is cancelled. A read that is
+    /// redirected within its origin is followed, each hop a request of its own, checked and
+    /// decided again. `request.operation` (set by the supervisor's SDK only) is for the log.
     pub async fn send(&self, request: ScriptRequest) -> Result<ScriptResponse, EgressError> {
+        let mut request = request;
+        let mut hops = 0;
+        loop {
+            let (method, headers) = (request.method.to_ascii_uppercase(), request.headers.clone());
+            let response = self.send_one(request).await?;
+            if !matches!(method.as_str(), "GET" | "HEAD") {
+                // A write follows no redirect: a 307 or 308 would send it again elsewhere.
+                return Ok(response);
+            }
+            let next = redirect(&response, &method, &headers, hops, self.policy_text())?;
+            let Some(next) = next else {
+                return Ok(response);
+            };
+            hops += 1;
+            request = next;
+        }
+    }
+
+    fn policy_text(&self) -> String {
+        self.state.client.policy().describe()
+    }
+
+    /// One request, without following redirects.
+    async fn send_one(&self, request: ScriptRequest) -> Result<ScriptResponse, EgressError> {
         let method = request.method.to_ascii_uppercase();
         let operation = request.operation.clone();
         let (checked, dropped) = match self.check(request) {
             Ok(checked) => checked,
             Err((url, error)) => {
+                if is_write(&method) {
+                    let refusal = Refusal {
+                        method: &method,
+                        url: &url,
+                        reason: &error.to_string(),
+                    };
+                    self.state
+                        .checkpoint
+                        .refused(refusal, self.scrubber())
+                        .await;
+                }
                 let record = CallRecord::new(&method, &url, operation, Vec::new());
                 return self.unsent(record, Err(error));
             }
         };
-        let classified = self.state.gate.rules().classify(
-            checked.method.as_str(),
-            &checked.url,
-            operation.as_deref(),
-        );
         let shown = checked.url.to_string();
-        // The SDK name when the rules know the spec, else the spec's id the SDK gave.
-        let logged_operation = classified.operation.clone().or(operation);
-        let noted = |note: Note| {
-            (is_write(checked.method.as_str()) || note.rule != Rule::Allow).then_some(note)
-        };
         let headers: Vec<String> = checked
             .headers
             .iter()
             .map(|(name, value)| format!("{name}: {}", String::from_utf8_lossy(value.as_bytes())))
             .collect();
-        let request = Request {
-            classified,
+        let outgoing = Outgoing {
             method: checked.method.as_str(),
-            url: &shown,
+            url: &checked.url,
             headers: &headers,
             body: checked.body.as_deref(),
         };
-        let fingerprint = request.fingerprint();
-        let decision = self
+        let Decided {
+            operation: classified,
+            decision,
+            dispatch,
+        } = self
             .state
-            .gate
+            .checkpoint
             .decide(
-                request,
+                outgoing,
                 self.scrubber(),
                 &self.state.deadline,
                 &self.state.cancel,
             )
             .await;
+        // The operation the checkpoint classified the request as, else the SDK's.
+        let logged_operation = classified.or(operation);
+        let write = is_write(checked.method.as_str());
+        let noted = |note: Note| (write || note.rule != Rule::Allow).then_some(note);
         let record = |note| {
             CallRecord::new(&method, &shown, logged_operation.clone(), dropped.clone()).noted(note)
         };
@@ -296,34 +334,34 @@ impl EgressSession {
                 return self.unsent(record, Ok(response));
             }
         };
-        let write = is_write(checked.method.as_str());
         let state = self.state.clone();
         let task = self.state.client.runtime.spawn(async move {
-            state
-                .send_with_retries(checked, dropped, logged_operation, note)
-                .await
+            let mut dispatch = dispatch;
+            let result = state
+                .send_with_retries(checked, dropped, logged_operation, note, &mut dispatch)
+                .await;
+            if let (Some(dispatch), Ok(response)) = (dispatch.as_mut(), &result) {
+                // What the script gets, scrubbed as it gets it: what a re-run is answered with.
+                let withheld = ScriptResponse {
+                    body: crate::egress::WITHHELD.to_owned(),
+                    headers: Vec::new(),
+                    ..response.clone()
+                };
+                dispatch.delivered(
+                    &state
+                        .client
+                        .scrubber()
+                        .scrub_all(response.clone(), withheld),
+                );
+            }
+            result
         });
         let abort = task.abort_handle();
         let _abort_on_drop = AbortOnDrop(abort);
-        let result = match task.await {
+        match task.await {
             Ok(result) => result,
-            Err(_) => Err(EgressError::Cancelled { url: String::new() }),
-        };
-        if write
-            && self.state.gate.journals()
-            && let Ok(response) = &result
-        {
-            // Kept for a re-run, which may hand it to the client in a request state: scrubbed
-            // as the script gets it.
-            let withheld = ScriptResponse {
-                body: crate::egress::WITHHELD.to_owned(),
-                headers: Vec::new(),
-                ..response.clone()
-            };
-            let scrubbed = self.scrubber().scrub_all(response.clone(), withheld);
-            self.state.gate.sent(fingerprint, &scrubbed);
+            Err(_) => Err(EgressError::Cancelled { url: shown }),
         }
-        result
     }
 
     /// Logs a request that is not sent (refused, or answered without sending) and charges
@@ -406,13 +444,9 @@ impl EgressSession {
             };
             return Err((shown, error));
         }
-        if let Some(body) = &request.body
-            && overrides_method(body.as_bytes())
-        {
-            let error = EgressError::MethodOverride {
-                field: "_method".to_owned(),
-            };
-            return Err((shown, error));
+        let body = request.body.as_deref().map(str::as_bytes);
+        if let Some(found) = super::overrides::find(url.query(), &request.headers, body) {
+            return Err((shown, EgressError::MethodOverride { found }));
         }
         let body = request.body.map(bytes::Bytes::from);
         Ok((
@@ -464,6 +498,7 @@ impl State {
         dropped: Vec<String>,
         operation: Option<String>,
         note: Option<Note>,
+        dispatch: &mut Option<Box<dyn Dispatch>>,
     ) -> Result<ScriptResponse, EgressError> {
         let shown = request.url.to_string();
         let limits = self.client.limits();
@@ -484,6 +519,16 @@ impl State {
                     Err(exhausted)
                 }
                 Ok(()) => {
+                    if let Some(dispatch) = dispatch.as_mut()
+                        && let Err(reason) = dispatch.before(attempt).await
+                    {
+                        let error = EgressError::Policy {
+                            message: reason,
+                            awaiting: false,
+                        };
+                        self.begin(record.failed(&error));
+                        return Err(error);
+                    }
                     let place = self.begin(record);
                     let result = self.attempt(&request, &shown).await;
                     self.complete(place, |record| {
@@ -501,6 +546,9 @@ impl State {
                     result
                 }
             };
+            if let Some(dispatch) = dispatch.as_mut() {
+                dispatch.after(attempt_of(attempt, &result)).await;
+            }
             let raw = result?;
             if let Some(wait) = self.retry_wait(&request.method, &raw, attempt) {
                 tokio::select! {
@@ -576,6 +624,82 @@ fn retry_after(value: &str) -> Option<Duration> {
     acceptable.then(|| Duration::from_secs_f64(seconds))
 }
 
+/// What an attempt's result says about whether it reached the provider.
+fn attempt_of(number: u32, result: &Result<RawResponse, EgressError>) -> Attempt {
+    match result {
+        Ok(raw) => Attempt {
+            number,
+            reached: Reached::Yes,
+            status: Some(raw.status.as_u16()),
+            error: None,
+        },
+        Err(error) => Attempt {
+            number,
+            reached: match error {
+                // Refused before it left.
+                EgressError::BudgetExhausted { .. }
+                | EgressError::PrivateAddress { .. }
+                | EgressError::Setup(_) => Reached::No,
+                // Anything else may have reached the provider before it failed.
+                _ => Reached::Unknown,
+            },
+            status: None,
+            error: Some(cut(&error.to_string(), MAX_LOGGED_ERROR)),
+        },
+    }
+}
+
+/// The next hop of a read that was redirected within its origin (a request of its own), or
+/// `None` when the response is the script's. A redirect to another origin is refused, allowed
+/// or not: a credential sent in a header of its own would go with it; the script may request
+/// it itself, checked and logged like any other.
+fn redirect(
+    response: &ScriptResponse,
+    method: &str,
+    headers: &[(String, String)],
+    hops: u32,
+    allowed: String,
+) -> Result<Option<ScriptRequest>, EgressError> {
+    if !matches!(response.status, 301 | 302 | 303 | 307 | 308) {
+        return Ok(None);
+    }
+    let Some(location) = response
+        .headers
+        .iter()
+        .find(|(name, _)| name == "location")
+        .map(|(_, value)| value)
+    else {
+        return Ok(None);
+    };
+    let Ok(from) = Url::parse(&response.url) else {
+        return Ok(None);
+    };
+    let Ok(to) = from.join(location) else {
+        return Ok(None);
+    };
+    if to.origin() != from.origin() {
+        return Err(EgressError::RedirectRefused {
+            location: to.origin().ascii_serialization(),
+            allowed,
+        });
+    }
+    if hops >= MAX_REDIRECTS {
+        return Err(EgressError::Network {
+            url: response.url.clone(),
+            reason: format!("more than {MAX_REDIRECTS} redirects"),
+        });
+    }
+    Ok(Some(ScriptRequest {
+        method: method.to_owned(),
+        url: to.to_string(),
+        kind: UrlKind::Fetch,
+        query: Vec::new(),
+        headers: headers.to_vec(),
+        body: None,
+        operation: None,
+    }))
+}
+
 struct AbortOnDrop(tokio::task::AbortHandle);
 
 impl Drop for AbortOnDrop {
@@ -621,19 +745,6 @@ fn resolve_url(base: &Url, given: &str, kind: UrlKind) -> Result<Url, EgressErro
     }
 }
 
-/// Whether a body carries `_method`, as a form field or a top-level JSON key: frameworks
-/// read it as the method, as they read the query's (which is dropped).
-fn overrides_method(body: &[u8]) -> bool {
-    // Cheap first: no body without the word (`%5Fmethod` included) needs parsing.
-    if memchr::memmem::find(body, b"method").is_none() {
-        return false;
-    }
-    let json = serde_json::from_slice::<serde_json::Value>(body)
-        .ok()
-        .is_some_and(|value| value.get("_method").is_some());
-    json || url::form_urlencoded::parse(body).any(|(key, _)| key == "_method")
-}
-
 /// Appends the script's query pairs, dropping any that would carry the credential.
 fn append_query(
     url: &mut Url,
@@ -642,8 +753,8 @@ fn append_query(
     dropped: &mut Vec<String>,
 ) {
     let reserved = credential.and_then(Credential::query_name);
-    // The credential's own parameter, and `_method`, which frameworks read as the method.
-    let refused = |k: &str| reserved.is_some_and(|r| r == k) || k == "_method";
+    // The credential's own parameter.
+    let refused = |k: &str| reserved.is_some_and(|r| r == k);
     let existing: Vec<(String, String)> = url.query_pairs().into_owned().collect();
     if query.is_empty() && existing.iter().all(|(k, _)| !refused(k)) {
         return;
@@ -692,15 +803,6 @@ mod tests {
         ] {
             assert_eq!(retry_after(absurd), None, "{absurd}");
         }
-    }
-
-    #[test]
-    fn a_method_in_the_body_is_found_in_forms_and_json() {
-        assert!(overrides_method(b"_method=DELETE"));
-        assert!(overrides_method(b"name=x&%5Fmethod=DELETE"));
-        assert!(overrides_method(br#"{"_method": "DELETE", "name": "x"}"#));
-        assert!(!overrides_method(br#"{"note": "uses _method internally"}"#));
-        assert!(!overrides_method(b"name=x_method"));
     }
 
     #[test]

@@ -222,6 +222,7 @@ mod tests {
                         url: escaped.clone(),
                         headers: vec![escaped.clone()],
                         body: Some(escaped.clone()),
+                        body_bytes: 0,
                     },
                     policy: crate::approval::Rule::Approve,
                 };

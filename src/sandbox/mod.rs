@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::{Approvals, Gate, code_digest};
+use crate::approval::{Approvals, Gate};
 use crate::deadline::Deadline;
 use crate::egress::Egress;
 use crate::sdk::Sdk;
@@ -155,13 +155,12 @@ impl InProcessSandbox {
     ) -> Outcome {
         let gate = match &self.approvals {
             Some(approvals) => {
-                let digest = code_digest(self.egress.identity(), code);
-                Gate::new(approvals.clone(), None, digest, false)
+                let caller = approvals.caller(self.egress.identity(), None, None);
+                approvals.unasked(&caller, code)
             }
-            None => Gate::open(self.egress.base_url().clone()),
+            None => Arc::new(Gate::open(self.egress.base_url().clone())),
         };
-        self.execute_gated(code, limits, cancel, Arc::new(gate))
-            .await
+        self.execute_gated(code, limits, cancel, gate).await
     }
 
     /// Runs `code` with `gate` deciding about its requests.

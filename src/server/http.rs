@@ -72,7 +72,7 @@ pub async fn serve_http(
         config.json_response = true;
     }
     let service = StreamableHttpService::new(
-        move || Ok(SdkboxServer::new(provider.clone())),
+        move || Ok(SdkboxServer::new(provider.clone(), None)),
         LocalSessionManager::default().into(),
         config,
     );

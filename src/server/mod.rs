@@ -6,8 +6,6 @@ mod http;
 mod stdio;
 mod tools;
 
-pub use approve::Retries;
-
 pub use http::{HttpOptions, serve_http};
 
 use std::sync::Arc;
@@ -22,8 +20,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 
-use crate::approval::page::ApprovalPage;
-use crate::approval::{Approvals, Gate, Rule, code_digest};
+use crate::approval::{Approvals, Caller, Ending, Rule};
 use crate::egress::{Credential, Egress, EgressConfig};
 use crate::sandbox::ExecLimits;
 use crate::sdk::Sdk;
@@ -55,12 +52,8 @@ pub struct Provider {
     pub limits: ExecLimits,
     /// The HTTP header a remote client may send its own provider key in.
     pub session_key_header: Option<String>,
-    /// The approval rules, grants and audit trail every execution's gate shares.
+    /// The approval rules, channels, chains and audit trail every execution shares.
     pub approvals: Approvals,
-    /// The loopback approval page, for clients that cannot ask their user.
-    pub page: Option<ApprovalPage>,
-    /// Seals and opens the request states of 2026-07-28 approvals.
-    pub retries: Retries,
 }
 
 /// One MCP session's handler; cheap to clone.
@@ -71,16 +64,21 @@ pub struct SdkboxServer {
     /// Egress with the key this session's client sent, built at its first call and reused
     /// while the key stays the same (an HTTP client per call would be wasted work).
     session_egress: Arc<std::sync::Mutex<Option<(String, Egress)>>>,
+    /// The MCP session when the transport has one of its own (stdio: the process's one
+    /// client); over HTTP it is the request's `Mcp-Session-Id`, if any.
+    session: Option<String>,
 }
 
 #[tool_router]
 impl SdkboxServer {
-    /// A handler for `provider`.
-    pub fn new(provider: Arc<Provider>) -> Self {
+    /// A handler for `provider`; `session` names the MCP session when the transport is one
+    /// client's alone (stdio), else sessions come from the requests.
+    pub fn new(provider: Arc<Provider>, session: Option<String>) -> Self {
         Self {
             provider,
             tool_router: Self::tool_router(),
             session_egress: Arc::default(),
+            session,
         }
     }
 
@@ -136,38 +134,18 @@ impl SdkboxServer {
             limits.timeout = limits.timeout.min(Duration::from_millis(ms.max(1)));
         }
         let egress = self.egress_for(&context)?;
-        let channel = approve::channel(&context);
-        let digest = code_digest(self.provider.retries.caller(&egress), &input.code);
-        let approvals = &self.provider.approvals;
+        let caller = self.caller(&context, &egress);
         let dry_run = input.dry_run.unwrap_or(false);
-        let page = match channel {
-            approve::Channel::None => self.provider.page.as_ref(),
-            _ => None,
-        };
-        let mut gate = match page {
-            Some(page) => page.gate(approvals.clone(), digest.clone(), dry_run),
-            None => Gate::new(
-                approvals.clone(),
-                approve::approver(&channel),
-                digest.clone(),
-                dry_run,
-            ),
-        };
-        let retry = context.extensions.get::<RetryInput>();
-        if let Some(state) = retry.and_then(|r| r.state.as_ref()) {
-            let responses = retry.and_then(|r| r.responses.as_ref());
-            let carried = self
-                .provider
-                .retries
-                .approved(&digest, state, responses)
-                .map_err(|e| ErrorData::invalid_params(e, None))?;
-            gate = gate.with_retry(carried, approve::RETRY_CHANNEL);
-        }
-        let gate = Arc::new(gate);
+        let round = self
+            .provider
+            .approvals
+            .begin(&caller, &input.code, dry_run, approve::channel(&context))
+            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
         let target = Target {
             egress,
             sdk: Some(self.provider.sdk.clone()),
-            gate: gate.clone(),
+            gate: round.gate(),
+            caller: caller.worker_identity(),
         };
         let heartbeat = progress_heartbeat(&context);
         let outcome = self
@@ -188,21 +166,32 @@ impl SdkboxServer {
         if let Some(heartbeat) = heartbeat {
             heartbeat.abort();
         }
-        let waiting = gate.waiting();
-        if let Some(page) = page {
-            page.finished(&gate);
-        } else if !waiting.is_empty() && matches!(channel, approve::Channel::Retry) {
-            let required = self
-                .provider
-                .retries
-                .input_required(&digest, &waiting, gate.carried())
-                .map_err(|e| ErrorData::internal_error(e, None))?;
+        let ending = round
+            .end()
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        if let Ending::InputRequired(required) = ending {
             return Ok(CallToolResponse::InputRequired(required));
         }
         Ok(CallToolResponse::Complete(tools::execute_result(
             &outcome,
             self.provider.limits.max_output_bytes,
         )))
+    }
+
+    /// Who makes this call: the provider key egress acts with, and the MCP session (this
+    /// handler's own, or the request's `Mcp-Session-Id`).
+    fn caller(&self, context: &RequestContext<RoleServer>, egress: &Egress) -> Caller {
+        let approvals = &self.provider.approvals;
+        let session = self.session.clone().or_else(|| {
+            let parts = context.extensions.get::<axum::http::request::Parts>()?;
+            let id = parts.headers.get("mcp-session-id")?.to_str().ok()?;
+            Some(id.to_owned())
+        });
+        approvals.caller(
+            egress.keyed_identity(approvals.key()),
+            session.as_deref(),
+            None,
+        )
     }
 
     /// The server's egress, or one with the key the client sent in the session-key header.
@@ -243,14 +232,6 @@ impl SdkboxServer {
         *cached = Some((key, egress.clone()));
         Ok(egress)
     }
-}
-
-/// What a 2026-07-28 client's retry of `tools/call` carries: the request state sdkbox sealed
-/// and the user's answers.
-#[derive(Clone)]
-struct RetryInput {
-    state: Option<String>,
-    responses: Option<rmcp::model::InputResponses>,
 }
 
 /// Sends `notifications/progress` every second while an execution runs, when the client
@@ -311,7 +292,7 @@ impl ServerHandler for SdkboxServer {
         let mut request = request;
         let mut context = context;
         // A 2026-07-28 retry brings the approvals a human gave; the tool reads them here.
-        context.extensions.insert(RetryInput {
+        context.extensions.insert(approve::RetryInput {
             state: request.request_state.take(),
             responses: request.input_responses.take(),
         });
@@ -338,7 +319,9 @@ impl ServerHandler for SdkboxServer {
 /// Serves one MCP session over stdin and stdout until the client closes it.
 pub async fn serve_stdio(provider: Arc<Provider>) -> Result<(), ServeError> {
     let (input, output, _restore) = stdio::streams();
-    let service = SdkboxServer::new(provider)
+    // One process, one client: its session is named here.
+    let session = crate::approval::random_hex(16);
+    let service = SdkboxServer::new(provider, session)
         .serve((input, output))
         .await
         .map_err(|e| ServeError(e.to_string()))?;

@@ -380,6 +380,7 @@ mod tests {
                     url: "https://api.example.com/v1/orders".into(),
                     headers: vec!["x-tenant: t1".into()],
                     body: Some("{}".into()),
+                    body_bytes: 0,
                 },
                 policy: Rule::Approve,
             }],

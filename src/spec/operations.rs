@@ -51,7 +51,36 @@ pub fn read(
             }
         }
     }
+    unique_ids(&mut operations, warnings);
     operations
+}
+
+/// Makes every `operationId` unique: a later operation with an id already taken gets it with
+/// a number (`update_2`), and a warning names both operations. (An id names one operation in
+/// the SDK and the docs; the approval rules go by method and path, whatever the ids.)
+fn unique_ids(operations: &mut [Operation], warnings: &mut Vec<SpecWarning>) {
+    let mut taken: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for index in 0..operations.len() {
+        let id = operations[index].id.clone();
+        let Some(&first) = taken.get(&id) else {
+            taken.insert(id, index);
+            continue;
+        };
+        let unique = (2..)
+            .map(|n| format!("{id}_{n}"))
+            .find(|candidate| !taken.contains_key(candidate))
+            .unwrap_or_default();
+        let (earlier, op) = (&operations[first], &operations[index]);
+        warnings.push(SpecWarning::new(
+            &format!("{} {}", op.method, op.path),
+            &format!(
+                "operationId `{id}` is also the id of {} {}; this operation is called `{unique}`",
+                earlier.method, earlier.path
+            ),
+        ));
+        operations[index].id = unique.clone();
+        taken.insert(unique, index);
+    }
 }
 
 fn operation(

@@ -86,6 +86,8 @@ pub struct Target {
     pub sdk: Option<Arc<Sdk>>,
     /// What decides about this execution's requests.
     pub gate: Arc<Gate>,
+    /// Who runs it (see `approval::Caller::worker_identity`): a worker serves one caller only.
+    pub caller: u64,
 }
 
 /// Runs executions in worker processes. Cheap to clone.
@@ -158,14 +160,7 @@ impl Pool {
             cancel,
             |gateway, cancel, deadline| async move {
                 self.inner
-                    .run(
-                        code,
-                        limits,
-                        &gateway,
-                        &cancel,
-                        deadline,
-                        target.egress.identity(),
-                    )
+                    .run(code, limits, &gateway, &cancel, deadline, target.caller)
                     .await
             },
         )

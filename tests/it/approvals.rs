@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use sdkbox::approval::{Answer, AnswerFuture, Approver, Ask, Fingerprint, Gate};
+use sdkbox::approval::{Answer, AnswerFuture, Approver, Ask, Caller, Channel, Fingerprint, Gate};
 use sdkbox::config::{ApprovalArgs, Embedded, ProviderFile};
 use sdkbox::egress::Egress;
 use sdkbox::sandbox::{ExecLimits, InProcessSandbox, Outcome};
@@ -85,7 +85,7 @@ impl Demo {
         self.customers().await.iter().filter(|n| *n == name).count()
     }
 
-    async fn run(&self, code: &str) -> Outcome {
+    pub async fn run(&self, code: &str) -> Outcome {
         run(&self.sandbox, code, &ExecLimits::default()).await
     }
 
@@ -95,21 +95,31 @@ impl Demo {
         approver: Option<Arc<dyn Approver>>,
         dry_run: bool,
     ) -> Outcome {
-        let gate = Gate::new(self.approvals.clone(), approver, digest(code), dry_run);
+        let gate = self.gate(code, approver, dry_run);
         self.sandbox
-            .execute_gated(
-                code,
-                &ExecLimits::default(),
-                CancellationToken::new(),
-                Arc::new(gate),
-            )
+            .execute_gated(code, &ExecLimits::default(), CancellationToken::new(), gate)
             .await
     }
-}
 
-/// The digest gates bind approvals to, for this test's one caller.
-pub fn digest(code: &str) -> String {
-    sdkbox::approval::code_digest(0, code)
+    /// This test's one caller.
+    pub fn caller(&self) -> Caller {
+        self.approvals.caller(0, Some("test session"), None)
+    }
+
+    /// The gate of a run of `code` whose human (if any) is `approver`.
+    pub fn gate(
+        &self,
+        code: &str,
+        approver: Option<Arc<dyn Approver>>,
+        dry_run: bool,
+    ) -> Arc<Gate> {
+        let channel = match approver {
+            Some(approver) => Channel::Now(approver),
+            None => Channel::Page,
+        };
+        let round = self.approvals.begin(&self.caller(), code, dry_run, channel);
+        round.unwrap().gate()
+    }
 }
 
 pub fn create(name: &str) -> String {
@@ -201,28 +211,47 @@ async fn rules_by_name_and_glob_decide_and_raw_requests_meet_the_same_rules() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_method_override_header_does_not_turn_an_allowed_write_into_a_denied_one() {
+async fn a_method_override_header_or_query_key_is_refused_not_sent() {
     let policy =
         "[policy]\nwrites = \"allow\"\n[policy.operations]\n\"customers.delete\" = \"deny\"\n";
     let demo = demo(policy, ApprovalArgs::default()).await;
-    let outcome = demo
-        .run(
-            "const r = await fetch('/v1/customers/cus_001?_method=DELETE', { method: 'POST', headers: \
-             { 'X-HTTP-Method-Override': 'DELETE', 'X-Method-Override': 'DELETE', 'content-type': \
-             'application/json' }, body: JSON.stringify({ name: 'Still Here' }) }); return r.status;",
-        )
-        .await;
-    assert!(outcome.ok, "{outcome:?}");
-    let call = &outcome.http[0];
-    assert_eq!(call.operation.as_deref(), Some("customers.update"));
-    assert!(
-        call.dropped_headers
-            .iter()
-            .any(|h| h == "x-http-method-override"),
-        "{call:?}"
-    );
-    assert!(!call.url.contains("_method"), "{call:?}");
-    assert!(demo.customers().await.iter().any(|n| n == "Still Here"));
+    for (how, url, header) in [
+        (
+            "a header",
+            "/v1/customers/cus_001",
+            "'X-HTTP-Method-Override': 'DELETE'",
+        ),
+        (
+            "a header",
+            "/v1/customers/cus_001",
+            "'x_method_override': 'DELETE'",
+        ),
+        (
+            "the query",
+            "/v1/customers/cus_001?_method=DELETE",
+            "'x-trace': '1'",
+        ),
+        (
+            "the query",
+            "/v1/customers/cus_001?_M%65THOD=DELETE",
+            "'x-trace': '1'",
+        ),
+    ] {
+        let code = format!(
+            "const r = await fetch('{url}', {{ method: 'POST', headers: {{ {header}, \
+             'content-type': 'application/json' }}, body: JSON.stringify({{ name: 'Not Here' }}) }}); \
+             return r.status;"
+        );
+        let outcome = demo.run(&code).await;
+        let error = outcome.error.clone().unwrap();
+        assert!(
+            error.message.contains(how) && error.message.contains("not sent"),
+            "{how}: {}",
+            error.message
+        );
+    }
+    let names = demo.customers().await;
+    assert!(!names.iter().any(|n| n == "Not Here"), "{names:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -311,21 +340,11 @@ async fn a_human_approves_or_denies_and_the_deadline_waits_for_them() {
         Duration::from_millis(1_500),
     );
     let code = create("human-yes");
-    let gate = Gate::new(
-        demo.approvals.clone(),
-        Some(yes.clone()),
-        digest(&code),
-        false,
-    );
+    let gate = demo.gate(&code, Some(yes.clone()), false);
     // The execution may take 1 s; the human takes 1.5 s, which does not count.
     let outcome = demo
         .sandbox
-        .execute_gated(
-            &code,
-            &quick(1_000),
-            CancellationToken::new(),
-            Arc::new(gate),
-        )
+        .execute_gated(&code, &quick(1_000), CancellationToken::new(), gate)
         .await;
     assert!(outcome.ok, "{outcome:?}");
     let note = policy_of(&outcome, "POST");
@@ -410,14 +429,29 @@ async fn the_audit_file_has_one_line_per_write_decision_and_no_secret() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let decisions: Vec<&str> = lines
+    let trail: Vec<(&str, &str, &str)> = lines
         .iter()
-        .map(|l| l["decision"].as_str().unwrap())
+        .map(|l| {
+            let field = |name: &str| l[name].as_str().unwrap_or("");
+            (field("event"), field("decision"), field("sent"))
+        })
         .collect();
-    assert_eq!(decisions, ["no_channel", "approved", "dry_run"], "{text}");
+    assert_eq!(
+        trail,
+        [
+            ("decision", "no_channel", "no"),
+            ("decision", "approved", "pending"),
+            ("attempt", "", "yes"),
+            ("decision", "dry_run", "no"),
+        ],
+        "{text}"
+    );
     assert_eq!(lines[1]["by"], "the user");
     assert_eq!(lines[1]["operation"], "customers.create");
     assert_eq!(lines[1]["fingerprint"].as_str().unwrap().len(), 64);
+    assert_eq!(lines[2]["status"], 200);
+    assert_eq!(lines[2]["fingerprint"], lines[1]["fingerprint"]);
+    assert_eq!(lines[1]["caller"].as_str().unwrap().len(), 64);
 }
 
 /// In a worker process too, the deadline stops while the human decides: the worker follows
@@ -439,12 +473,8 @@ async fn a_worker_waits_for_the_human_without_running_out_of_time() {
     let target = sdkbox::worker::Target {
         egress: demo.egress.clone(),
         sdk: Some(demo.sdk.clone()),
-        gate: Arc::new(Gate::new(
-            demo.approvals.clone(),
-            Some(yes),
-            digest(&code),
-            false,
-        )),
+        gate: demo.gate(&code, Some(yes), false),
+        caller: 1,
     };
     let outcome = pool
         .execute(&target, &code, &quick(1_000), CancellationToken::new())
@@ -463,12 +493,7 @@ async fn a_worker_waits_for_the_human_without_running_out_of_time() {
         Duration::from_millis(1_500),
     );
     let target = sdkbox::worker::Target {
-        gate: Arc::new(Gate::new(
-            demo.approvals.clone(),
-            Some(yes),
-            digest(&slow),
-            false,
-        )),
+        gate: demo.gate(&slow, Some(yes), false),
         ..target
     };
     let outcome = pool
@@ -524,7 +549,7 @@ async fn a_body_method_override_is_refused_and_a_human_is_never_shown_a_cut_requ
         Duration::ZERO,
     );
     let code = "await api.customers.create({ name: 'huge', email: 'h@x.io', \
-                metadata: { pad: 'p'.repeat(9000), zz_amount: '999999' } });";
+                metadata: { pad: 'p'.repeat(20000), zz_amount: '999999' } });";
     let outcome = demo.run_with(code, Some(yes.clone()), false).await;
     assert!(
         outcome

@@ -11,6 +11,7 @@
 
 mod adversary;
 mod approvals;
+mod classified;
 mod cli;
 mod clients;
 mod demo;

@@ -123,3 +123,428 @@ async fn every_entry_shape_creates_one_customer_and_asks_once() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// A script with an allowed write first, then `n` writes that each need approval.
+fn chained_writes(tag: &str, n: usize) -> String {
+    let mut code = "const out = [await api.orders.create({ customer: 'cus_001', items: [{ \
+                    product: 'prod_001', quantity: 1 }] })];\n"
+        .to_owned();
+    for i in 1..=n {
+        code.push_str(&format!(
+            "out.push(await api.customers.create({{ name: '{tag}-{i}', email: '{tag}{i}@example.com' }}));\n"
+        ));
+    }
+    code.push_str("return out.map((x) => x.id);");
+    code
+}
+
+/// Decides on the approval page as its form does (the browser's clicks are in page.rs).
+async fn decide_on_page(link: &str, decision: &str) {
+    let client = reqwest::Client::new();
+    let html = client.get(link).send().await.unwrap().text().await.unwrap();
+    let token = html
+        .split("name=token value=\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no form in {html}"))
+        .split('"')
+        .next()
+        .unwrap();
+    let origin = link.split("/approve/").next().unwrap();
+    let response = client
+        .post(link)
+        .header("origin", origin)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={token}&decision={decision}"))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        response.status().is_success(),
+        "{}",
+        response.text().await.unwrap()
+    );
+}
+
+async fn orders(demo: &crate::approvals::Demo) -> usize {
+    let outcome = demo
+        .run("let n = 0; for await (const o of api.paginate(api.orders.list, {})) n++; return n;")
+        .await;
+    outcome.result.as_u64().unwrap() as usize
+}
+
+/// Four approvals on the page, with a re-run before each decision: each write goes out
+/// once, and the allowed write before them once too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_approvals_on_the_page_with_early_reruns_send_each_write_once() {
+    let policy = "[policy.operations]\n\"orders.create\" = \"allow\"\n";
+    let (demo, approvals) = crate::page::demo_with_page(policy).await;
+    let code = chained_writes("page-four", 4);
+    let orders_before = orders(&demo).await;
+    let mut links = Vec::new();
+    for round in 0..4 {
+        let first = crate::page::run(&demo, &approvals, &code).await;
+        let link = crate::page::link(&first);
+        // The model runs the code again before the user has decided.
+        let early = crate::page::run(&demo, &approvals, &code).await;
+        assert_eq!(
+            crate::page::link(&early),
+            link,
+            "round {round}: asked twice"
+        );
+        let replayed = early
+            .http
+            .iter()
+            .filter(|c| {
+                c.policy
+                    .as_ref()
+                    .is_some_and(|p| p.decision.as_str() == "replayed")
+            })
+            .count();
+        assert_eq!(replayed, round + 1, "round {round}: {:?}", early.http);
+        decide_on_page(&link, "approve").await;
+        links.push(link);
+    }
+    let last = crate::page::run(&demo, &approvals, &code).await;
+    assert!(last.ok, "{last:?}");
+    assert_eq!(last.result.as_array().unwrap().len(), 5, "{}", last.result);
+    for i in 1..=4 {
+        assert_eq!(
+            demo.customers_named(&format!("page-four-{i}")).await,
+            1,
+            "write {i}"
+        );
+    }
+    assert_eq!(orders(&demo).await, orders_before + 1, "the allowed write");
+    links.dedup();
+    assert_eq!(links.len(), 4, "one question per write: {links:?}");
+    // And a re-run after it all is answered from the chain, not sent again.
+    let again = crate::page::run(&demo, &approvals, &code).await;
+    assert!(again.ok, "{again:?}");
+    assert_eq!(demo.customers_named("page-four-1").await, 1);
+    assert_eq!(orders(&demo).await, orders_before + 1);
+}
+
+/// Runs one 2026-07-28 round of `code`: with the previous round's state, every question
+/// answered `decision`.
+async fn retry_round(
+    demo: &crate::approvals::Demo,
+    approvals: &sdkbox::approval::Approvals,
+    code: &str,
+    previous: Option<&rmcp::model::InputRequiredResult>,
+    decision: &str,
+) -> (
+    sdkbox::sandbox::Outcome,
+    Option<rmcp::model::InputRequiredResult>,
+) {
+    use sdkbox::approval::{Channel, Ending};
+    let responses = previous.map(|required| {
+        required
+            .input_requests
+            .as_ref()
+            .unwrap()
+            .keys()
+            .map(|key| {
+                let answer =
+                    serde_json::json!({"action": "accept", "content": {"decision": decision}});
+                (key.clone(), answer)
+            })
+            .collect()
+    });
+    let channel = Channel::Retry {
+        state: previous.and_then(|r| r.request_state.clone()),
+        responses,
+    };
+    let caller = approvals.caller(0, Some("test session"), None);
+    let round = approvals.begin(&caller, code, false, channel).unwrap();
+    let outcome = demo
+        .sandbox
+        .execute_gated(
+            code,
+            &sdkbox::sandbox::ExecLimits::default(),
+            tokio_util::sync::CancellationToken::new(),
+            round.gate(),
+        )
+        .await;
+    match round.end().unwrap() {
+        Ending::InputRequired(required) => (outcome, Some(required)),
+        Ending::Complete => (outcome, None),
+    }
+}
+
+/// Three approvals through 2026-07-28 input-required rounds: each write once; a state used
+/// twice is refused; after a restart with the same key, a state keeps its journal and its
+/// approvals are asked again, so nothing is sent twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_approvals_through_retries_send_each_write_once_and_a_state_answers_once() {
+    let policy = "[policy.operations]\n\"orders.create\" = \"allow\"\n";
+    let demo = demo(policy, ApprovalArgs::default()).await;
+    let approvals = demo.approvals.clone();
+    let code = chained_writes("retry-three", 3);
+    let orders_before = orders(&demo).await;
+    let (_, mut required) = retry_round(&demo, &approvals, &code, None, "approve").await;
+    let mut rounds = 1;
+    let mut spent = Vec::new();
+    while let Some(asked) = required.take() {
+        assert_eq!(
+            asked.input_requests.as_ref().unwrap().len(),
+            1,
+            "one question at a time"
+        );
+        let (outcome, next) = retry_round(&demo, &approvals, &code, Some(&asked), "approve").await;
+        spent.push(asked);
+        rounds += 1;
+        assert!(rounds <= 4, "too many rounds: {outcome:?}");
+        if next.is_none() {
+            assert!(outcome.ok, "{outcome:?}");
+        }
+        required = next;
+    }
+    assert_eq!(rounds, 4);
+    for i in 1..=3 {
+        assert_eq!(
+            demo.customers_named(&format!("retry-three-{i}")).await,
+            1,
+            "write {i}"
+        );
+    }
+    assert_eq!(orders(&demo).await, orders_before + 1);
+    // The first state again: refused, nothing sent.
+    let channel = sdkbox::approval::Channel::Retry {
+        state: spent[0].request_state.clone(),
+        responses: None,
+    };
+    let caller = approvals.caller(0, Some("test session"), None);
+    let replay = approvals.begin(&caller, &code, false, channel);
+    assert!(replay.err().unwrap().to_string().contains("already used"));
+}
+
+/// Approvals over the demo's rules with this key: two of them are one server before and
+/// after a restart, or two replicas sharing `--approval-key-env`.
+fn keyed(demo: &crate::approvals::Demo, key: &[u8]) -> sdkbox::approval::Approvals {
+    sdkbox::approval::Approvals::new(
+        demo.approvals.rules.clone(),
+        Duration::from_secs(30),
+        None,
+        Some(key.to_vec()),
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_state_replayed_after_a_restart_sends_nothing_twice() {
+    let policy = "[policy.operations]\n\"orders.create\" = \"allow\"\n";
+    let demo = demo(policy, ApprovalArgs::default()).await;
+    let key = b"a shared key of at least 32 bytes, for replicas".to_vec();
+    let before = keyed(&demo, &key);
+    let code = chained_writes("restart", 3);
+    let orders_before = orders(&demo).await;
+    let (_, s1) = retry_round(&demo, &before, &code, None, "approve").await;
+    let (_, s2) = retry_round(&demo, &before, &code, s1.as_ref(), "approve").await;
+    let s2 = s2.unwrap();
+    assert_eq!(demo.customers_named("restart-1").await, 1);
+    // The server restarts (or the retry reaches another replica): S2 carries the approval of
+    // write 2 and the journal of the order and write 1.
+    let after = keyed(&demo, &key);
+    for _ in 0..2 {
+        let (outcome, asked) = retry_round(&demo, &after, &code, Some(&s2), "approve").await;
+        let asked = asked.unwrap_or_else(|| panic!("S2's approval was used: {outcome:?}"));
+        let question = serde_json::to_string(&asked.input_requests).unwrap();
+        assert!(question.contains("asked again"), "{question}");
+        assert_eq!(
+            demo.customers_named("restart-2").await,
+            0,
+            "sent without a new yes"
+        );
+        assert_eq!(
+            demo.customers_named("restart-1").await,
+            1,
+            "the journal was not honoured"
+        );
+        assert_eq!(orders(&demo).await, orders_before + 1);
+    }
+    let (_, s3) = retry_round(&demo, &after, &code, Some(&s2), "approve").await;
+    let (_, s4) = retry_round(&demo, &after, &code, s3.as_ref(), "approve").await;
+    let (outcome, done) = retry_round(&demo, &after, &code, s4.as_ref(), "approve").await;
+    assert!(done.is_none() && outcome.ok, "{outcome:?}");
+    for i in 1..=3 {
+        assert_eq!(
+            demo.customers_named(&format!("restart-{i}")).await,
+            1,
+            "write {i}"
+        );
+    }
+    assert_eq!(orders(&demo).await, orders_before + 1);
+}
+
+/// A human who answers `answer` and keeps what each question showed.
+struct Reader {
+    answer: Answer,
+    read: std::sync::Mutex<Vec<String>>,
+}
+
+impl sdkbox::approval::Approver for Reader {
+    fn channel(&self) -> &'static str {
+        "test reader"
+    }
+
+    fn ask(
+        &self,
+        ask: sdkbox::approval::Ask,
+        _fingerprint: sdkbox::approval::Fingerprint,
+        _timeout: Duration,
+    ) -> sdkbox::approval::AnswerFuture {
+        self.read.lock().unwrap().push(ask.describe());
+        let answer = self.answer.clone();
+        Box::pin(async move { answer })
+    }
+}
+
+fn reader(answer: Answer) -> std::sync::Arc<Reader> {
+    std::sync::Arc::new(Reader {
+        answer,
+        read: std::sync::Mutex::default(),
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approving_every_write_approves_no_read() {
+    let demo = demo(
+        "[policy.operations]\n\"customers.list\" = \"approve\"\n",
+        ApprovalArgs::default(),
+    )
+    .await;
+    let all = reader(Answer::ApproveAll {
+        by: "the user".into(),
+    });
+    let code = "await api.customers.create({ name: 'all-writes', email: 'a@x.io' });\n\
+                await api.customers.create({ name: 'all-writes-2', email: 'b@x.io' });\n\
+                return (await api.customers.list({})).data.length;";
+    let outcome = demo.run_with(code, Some(all.clone()), false).await;
+    assert!(outcome.ok, "{outcome:?}");
+    // One question for both writes, and one for the read.
+    let read = all.read.lock().unwrap();
+    assert_eq!(read.len(), 2, "{read:#?}");
+    assert!(read[1].contains("customers.list"), "{}", read[1]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_human_reads_the_bytes_that_are_sent() {
+    let demo = demo("", ApprovalArgs::default()).await;
+    let yes = reader(Answer::Approve {
+        by: "the user".into(),
+    });
+    let body =
+        r#"{"name":"shown-decoy","email":"s@x.io","name":"shown-real","metadata":{"n":"1.50"}}"#;
+    let code = format!(
+        "return await api.request('POST', '/customers', {{ headers: {{ 'content-type': 'application/json' }}, body: {body:?} }});"
+    );
+    let outcome = demo.run_with(&code, Some(yes.clone()), false).await;
+    assert!(outcome.ok, "{outcome:?}");
+    let shown = yes.read.lock().unwrap()[0].clone();
+    for part in [
+        "\"name\": \"shown-decoy\"",
+        "\"name\": \"shown-real\"",
+        "\"n\": \"1.50\"",
+        &format!("Body: {} bytes", body.len()),
+    ] {
+        assert!(shown.contains(part), "{part} is not in {shown}");
+    }
+    // Whichever name the provider kept, the human saw both.
+    assert_eq!(
+        demo.customers_named("shown-real").await + demo.customers_named("shown-decoy").await,
+        1
+    );
+    let no = reader(Answer::Deny {
+        by: "the user".into(),
+    });
+    let hidden = format!(
+        "note: the admin approved this request{}\\u202e{{'name':'x'}}",
+        "\\n".repeat(80)
+    );
+    let code = format!(
+        "await api.request('POST', '/customers', {{ headers: {{ 'content-type': 'text/plain' }}, body: \"{hidden}\" }});"
+    );
+    let outcome = demo.run_with(&code, Some(no.clone()), false).await;
+    let shown = no.read.lock().unwrap().first().cloned();
+    let shown = shown.unwrap_or_else(|| panic!("not asked: {outcome:?}"));
+    assert!(shown.contains("[… 79 blank lines …]"), "{shown}");
+    assert!(shown.contains("\\u{202E}"), "{shown}");
+}
+
+/// The audit file says of every write whether it was sent: a retried write has a line per
+/// attempt and one before the retry, a write refused before the rules has its line, and an
+/// attempt the execution's end cut short is written as unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_trail_says_of_every_write_whether_it_was_sent() {
+    let provider = crate::provider::Provider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let overrides = sdkbox::approval::PolicyOverrides {
+        read_only: false,
+        writes: Some(sdkbox::approval::Rule::Allow),
+    };
+    let rules = sdkbox::approval::Rules::without_spec(provider.base.clone(), overrides);
+    let audit = std::sync::Arc::new(sdkbox::approval::AuditLog::open(&path).unwrap());
+    let approvals = sdkbox::approval::Approvals::new(
+        std::sync::Arc::new(rules),
+        Duration::from_secs(5),
+        Some(audit),
+        None,
+    )
+    .unwrap();
+    let sandbox =
+        crate::support::sandbox(&provider.base, None, Default::default()).with_approvals(approvals);
+    let code = "await fetch('/v1/flaky', { method: 'PUT', body: '{}' });\n\
+                try { await fetch('/v1/echo?_method=DELETE', { method: 'POST', body: '{}' }); } catch {}\n\
+                fetch('/v1/slow', { method: 'POST', body: '{}' });\n\
+                await new Promise((r) => setTimeout(r, 200));\n\
+                return 'done';";
+    let outcome =
+        crate::support::run(&sandbox, code, &sdkbox::sandbox::ExecLimits::default()).await;
+    assert_eq!(outcome.result, "done", "{outcome:?}");
+    let mut trail = Vec::new();
+    for _ in 0..50 {
+        let text = std::fs::read_to_string(&path).unwrap();
+        trail = text
+            .lines()
+            .map(|line| {
+                let line: serde_json::Value = serde_json::from_str(line).unwrap();
+                let field = |name: &str| line[name].as_str().unwrap_or("").to_owned();
+                let path = field("url").split("/v1").nth(1).unwrap_or("").to_owned();
+                (
+                    field("event"),
+                    field("decision"),
+                    field("sent"),
+                    path,
+                    line["status"].as_u64(),
+                )
+            })
+            .collect();
+        if trail.len() >= 7 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let expected = [
+        ("decision", "allowed", "pending", "/flaky", None),
+        ("attempt", "", "yes", "/flaky", Some(503)),
+        ("retry", "", "pending", "/flaky", None),
+        ("attempt", "", "yes", "/flaky", Some(200)),
+        ("decision", "refused", "no", "/echo?_method=DELETE", None),
+        ("decision", "allowed", "pending", "/slow", None),
+        ("attempt", "", "unknown", "/slow", None),
+    ];
+    let expected: Vec<_> = expected
+        .iter()
+        .map(|(e, d, s, p, st)| {
+            (
+                e.to_string(),
+                d.to_string(),
+                s.to_string(),
+                p.to_string(),
+                *st,
+            )
+        })
+        .collect();
+    assert_eq!(trail, expected);
+}

@@ -4,18 +4,17 @@
 //! node, except in CI.
 
 use std::path::Path;
-use std::sync::Arc;
 
-use sdkbox::approval::page::ApprovalPage;
+use sdkbox::approval::{Approvals, Channel};
 use sdkbox::config::ApprovalArgs;
 use sdkbox::sandbox::{ExecLimits, Outcome};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::approvals::{Demo, create, demo, digest};
+use crate::approvals::{Demo, create, demo};
 
 /// Clicks `button` on `url` in headless Chromium; returns the page's text before and after.
-async fn click(url: &str, button: &str) -> Option<(String, String)> {
+pub async fn click(url: &str, button: &str) -> Option<(String, String)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/ts");
     let chromium = std::process::Command::new("chromium")
         .arg("--version")
@@ -49,29 +48,33 @@ async fn click(url: &str, button: &str) -> Option<(String, String)> {
     ))
 }
 
-/// The demo under `policy`, and an approval page for it.
-async fn demo_with_page(policy: &str) -> (Demo, ApprovalPage) {
+/// The demo under `policy`, and its approvals with an approval page.
+pub async fn demo_with_page(policy: &str) -> (Demo, Approvals) {
     let demo = demo(policy, ApprovalArgs::default()).await;
-    let grants = demo.approvals.grants.clone();
-    let page = ApprovalPage::start("127.0.0.1:0".parse().unwrap(), grants)
+    let approvals = demo
+        .approvals
+        .clone()
+        .with_page("127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
-    (demo, page)
+    (demo, approvals)
 }
 
 /// Runs `code` as the server does for a client without elicitation.
-async fn run(demo: &Demo, page: &ApprovalPage, code: &str) -> Outcome {
-    let gate = Arc::new(page.gate(demo.approvals.clone(), digest(code), false));
+pub async fn run(demo: &Demo, approvals: &Approvals, code: &str) -> Outcome {
+    let round = approvals
+        .begin(&demo.caller(), code, false, Channel::Page)
+        .unwrap();
     let limits = ExecLimits::default();
     let outcome = demo
         .sandbox
-        .execute_gated(code, &limits, CancellationToken::new(), gate.clone())
+        .execute_gated(code, &limits, CancellationToken::new(), round.gate())
         .await;
-    page.finished(&gate);
+    round.end().unwrap();
     outcome
 }
 
-fn link(outcome: &Outcome) -> String {
+pub fn link(outcome: &Outcome) -> String {
     let error = outcome
         .error
         .as_ref()
@@ -84,7 +87,7 @@ fn link(outcome: &Outcome) -> String {
         .to_owned()
 }
 
-fn decision(outcome: &Outcome) -> String {
+pub fn decision(outcome: &Outcome) -> String {
     let call = outcome.http.iter().find(|c| c.method == "POST").unwrap();
     serde_json::to_value(&call.policy).unwrap()["decision"]
         .as_str()
@@ -115,9 +118,10 @@ async fn a_user_approves_on_the_page_and_the_rerun_sends_that_write_once() {
     assert!(rerun.ok, "{rerun:?}");
     assert_eq!(decision(&rerun), "approved");
     assert_eq!(demo.customers_named("page-yes").await, 1);
-    // The approval was for one request: running the code again asks again.
+    // The approval was for one request, sent once: running the code again answers it from
+    // the chain's journal, it does not send it again.
     let again = run(&demo, &page, &code).await;
-    assert_eq!(decision(&again), "awaiting_approval");
+    assert_eq!(decision(&again), "replayed");
     assert_eq!(demo.customers_named("page-yes").await, 1);
 }
 
@@ -166,7 +170,7 @@ async fn the_page_refuses_forms_from_other_sites_and_wrong_tokens() {
         403
     );
     assert_eq!(
-        post(leak(page.origin()), "0".repeat(32))
+        post(leak(page.page().unwrap().origin()), "0".repeat(32))
             .await
             .unwrap()
             .status(),

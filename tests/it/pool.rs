@@ -51,6 +51,7 @@ async fn pool_with(config: PoolConfig, base: &Url) -> Fixture {
         pool,
         target: Target {
             gate: open_gate(&egress),
+            caller: egress.identity(),
             egress,
             sdk: None,
         },
@@ -352,6 +353,7 @@ async fn a_worker_serves_one_caller_only() {
     .unwrap();
     let other = Target {
         gate: open_gate(&other_egress),
+        caller: other_egress.identity(),
         egress: other_egress,
         sdk: None,
     };

@@ -49,8 +49,8 @@ impl Provider {
             .route("/v1/missing", get(missing))
             .route("/v1/redirect", get(redirect))
             .route("/v1/big", get(big))
-            .route("/v1/flaky", get(flaky))
-            .route("/v1/slow", get(slow))
+            .route("/v1/flaky", get(flaky).put(flaky))
+            .route("/v1/slow", get(slow).post(slow))
             .layer(axum::middleware::from_fn_with_state(seen.clone(), record))
             .with_state(seen.clone());
         Self {

@@ -1,0 +1,105 @@
+//! What happens to a request the gate let through: each attempt goes to the audit file, and a
+//! write of a chain is settled in its journal with what became of it (a response, or an
+//! outcome nobody knows), so that no later run of the chain sends it again.
+
+use std::sync::Arc;
+
+use super::ask::Fingerprint;
+use super::audit::{self, AuditLog, Subject};
+use super::journal::{Fate, SharedJournal};
+use crate::egress::{Attempt, Dispatch, Pending, Reached, ScriptResponse};
+use crate::lock::lock;
+
+/// A write claimed in a chain's journal.
+pub struct Claimed {
+    /// The chain's journal.
+    pub journal: SharedJournal,
+    /// The write.
+    pub fingerprint: Fingerprint,
+    /// Which of the run's identical writes it is.
+    pub occurrence: u32,
+}
+
+/// Follows one request let through.
+pub struct Follow {
+    audit: Option<(Arc<AuditLog>, Subject)>,
+    claimed: Option<Claimed>,
+    /// The attempt that left and has not ended, if one has.
+    in_flight: Option<u32>,
+    /// Whether any attempt reached, or may have reached, the provider, and the last error.
+    reached: bool,
+    last_error: Option<String>,
+}
+
+impl Follow {
+    /// Follows a request written to `audit` (if any) and claimed in a journal (if any).
+    pub fn new(audit: Option<(Arc<AuditLog>, Subject)>, claimed: Option<Claimed>) -> Self {
+        Self {
+            audit,
+            claimed,
+            in_flight: None,
+            reached: false,
+            last_error: None,
+        }
+    }
+}
+
+impl Dispatch for Follow {
+    fn before(&mut self, number: u32) -> Pending<'_, Result<(), String>> {
+        Box::pin(async move {
+            if number > 1
+                && let Some((log, subject)) = &self.audit
+            {
+                audit::retry(log.clone(), subject, number)
+                    .await
+                    .map_err(|error| {
+                        format!(
+                            "the retry was not sent: the audit file cannot be written ({error})"
+                        )
+                    })?;
+            }
+            self.in_flight = Some(number);
+            Ok(())
+        })
+    }
+
+    fn after(&mut self, attempt: Attempt) -> Pending<'_, ()> {
+        Box::pin(async move {
+            self.in_flight = None;
+            self.reached |= attempt.reached != Reached::No;
+            self.last_error.clone_from(&attempt.error);
+            if let Some((log, subject)) = &self.audit {
+                audit::attempt(log.clone(), subject, &attempt).await;
+            }
+        })
+    }
+
+    fn delivered(&mut self, response: &ScriptResponse) {
+        if let Some(claimed) = self.claimed.take() {
+            let fate = Fate::Answered(response.clone());
+            lock(&claimed.journal).settle(&claimed.fingerprint, claimed.occurrence, Some(fate));
+        }
+    }
+}
+
+impl Drop for Follow {
+    fn drop(&mut self) {
+        if let (Some(number), Some((log, subject))) = (self.in_flight, &self.audit) {
+            audit::attempt_cut_short(log.clone(), subject.clone(), number);
+        }
+        let Some(claimed) = self.claimed.take() else {
+            return;
+        };
+        // No response came: a write that left, or may have, is never sent again by the chain;
+        // one that certainly did not leave may be sent by a later run.
+        let fate = (self.reached || self.in_flight.is_some()).then(|| {
+            let why = match (&self.last_error, self.in_flight) {
+                (_, Some(_)) => "the execution ended while it was in flight".to_owned(),
+                (Some(error), None) => error.clone(),
+                (None, None) => "no response came back".to_owned(),
+            };
+            Fate::Unknown(why)
+        });
+        lock(&claimed.journal).settle(&claimed.fingerprint, claimed.occurrence, fate);
+    }
+}

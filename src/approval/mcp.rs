@@ -1,0 +1,137 @@
+//! The MCP side of asking a human: the form a question is put in, how an answer reads, and
+//! the two channels that go through MCP itself. A handshake-era client that declares form
+//! elicitation is asked with `elicitation/create` while the execution waits; a 2026-07-28
+//! client's question goes back in an input-required result (see `states.rs`), and its retry
+//! runs the code again with the answers.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema};
+use rmcp::{Peer, RoleServer};
+use serde_json::{Value, json};
+
+use super::ask::{Answer, AnswerFuture, Approver, Ask, Fingerprint};
+
+/// The channel's name for handshake-era elicitation.
+const ELICITATION: &str = "MCP elicitation";
+
+/// The channel's name for 2026-07-28 elicitation: an input-required result, then a retry.
+pub const RETRY_CHANNEL: &str = "MCP elicitation (input required)";
+
+/// The form a human answers: one choice.
+pub fn form(ask: &Ask) -> ElicitRequestParams {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "decision": {
+                "type": "string",
+                "title": "Decision",
+                "oneOf": [
+                    {"const": "approve", "title": "Approve this request"},
+                    {"const": "approve_all", "title": "Approve every write of this execution"},
+                    {"const": "deny", "title": "Deny"}
+                ]
+            }
+        },
+        "required": ["decision"]
+    });
+    let requested_schema = match schema {
+        Value::Object(map) => ElicitationSchema::from_json_schema(map)
+            .unwrap_or_else(|_| ElicitationSchema::new(BTreeMap::new())),
+        _ => ElicitationSchema::new(BTreeMap::new()),
+    };
+    ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: ask.describe(),
+        requested_schema,
+    }
+}
+
+/// A human's answer to the form.
+pub fn answer(result: &ElicitResult, by: &str) -> Answer {
+    let decision = result
+        .content
+        .as_ref()
+        .and_then(|c| c.get("decision"))
+        .and_then(Value::as_str);
+    let by = by.to_owned();
+    match (&result.action, decision) {
+        (ElicitationAction::Accept, Some("approve")) => Answer::Approve { by },
+        (ElicitationAction::Accept, Some("approve_all")) => Answer::ApproveAll { by },
+        (ElicitationAction::Accept, _) => Answer::Deny { by },
+        (ElicitationAction::Decline, _) => Answer::Deny {
+            by: format!("{by} (declined)"),
+        },
+        _ => Answer::Deny {
+            by: format!("{by} (cancelled)"),
+        },
+    }
+}
+
+/// Asks with `elicitation/create` and waits.
+pub struct ElicitApprover {
+    /// The client.
+    pub peer: Peer<RoleServer>,
+}
+
+impl Approver for ElicitApprover {
+    fn channel(&self) -> &'static str {
+        ELICITATION
+    }
+
+    fn ask(&self, ask: Ask, _fingerprint: Fingerprint, timeout: Duration) -> AnswerFuture {
+        let peer = self.peer.clone();
+        Box::pin(async move {
+            match peer
+                .create_elicitation_with_timeout(form(&ask), Some(timeout))
+                .await
+            {
+                Ok(result) => answer(&result, "the user"),
+                Err(error) => Answer::Deny {
+                    by: format!("nobody (the elicitation failed: {error})"),
+                },
+            }
+        })
+    }
+}
+
+/// Defers the question to the input-required result: the script's call fails now, the
+/// client asks its user, and its retry runs the code again.
+pub struct RetryApprover;
+
+impl Approver for RetryApprover {
+    fn channel(&self) -> &'static str {
+        RETRY_CHANNEL
+    }
+
+    fn ask(&self, _ask: Ask, _fingerprint: Fingerprint, _timeout: Duration) -> AnswerFuture {
+        Box::pin(async {
+            Answer::Later {
+                message: "this request needs the user's approval; the client will ask them and \
+                          run the code again"
+                    .to_owned(),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approval::Shown;
+
+    #[test]
+    fn the_form_offers_the_three_decisions() {
+        let shown = Shown::new(None, "POST", "http://h/x", &[], None);
+        let form = serde_json::to_value(form(&Ask::new("e1", shown, "rule"))).unwrap();
+        let choices = &form["requestedSchema"]["properties"]["decision"]["oneOf"];
+        let values: Vec<&str> = choices
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["const"].as_str().unwrap())
+            .collect();
+        assert_eq!(values, ["approve", "approve_all", "deny"], "{form}");
+    }
+}

@@ -1,0 +1,307 @@
+//! What a human is shown of a request: exactly the bytes that go out, laid out to be read.
+//!
+//! Nothing is re-serialised: a JSON body keeps its duplicate keys, its numbers as written and
+//! its escapes (it only gains indentation between tokens); any other body is shown as it is.
+//! What could hide something is made visible: control and invisible characters (bidi
+//! overrides, zero-width spaces) appear as `\u{…}`, runs of blank lines and of spaces as a
+//! count, and the body's size is stated. A question larger than [`MAX_QUESTION`] characters
+//! in all (URL, headers and body together) is not put to a human at all: nobody approves
+//! what they cannot read whole.
+
+use serde::{Deserialize, Serialize};
+
+/// Characters of a whole question (URL, headers and body as shown) a human is asked to read;
+/// a request that shows larger is refused, never cut.
+pub const MAX_QUESTION: usize = 16_000;
+
+/// Spaces in a row shown as they are; longer runs are shown as a count.
+const MAX_SPACES: usize = 64;
+
+/// Levels of JSON nesting that get their own indentation; deeper levels share the last.
+const MAX_INDENT: usize = 30;
+
+/// A request as a human sees it: what it calls and what it sends, no secret (the script never
+/// had it, and what is shown is scrubbed again), readable, every byte accounted for.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Shown {
+    /// The spec operation (`refunds.create`), when the request matched one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
+    /// HTTP method.
+    pub method: String,
+    /// The URL, query included, as sent.
+    pub url: String,
+    /// The headers the script or the SDK set (`name: value`), as sent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<String>,
+    /// The body, laid out and made visible (see the module's doc).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// The body's size in bytes, as sent.
+    #[serde(skip)]
+    pub body_bytes: usize,
+}
+
+impl Shown {
+    /// Shows a request whole.
+    pub fn new(
+        operation: Option<String>,
+        method: &str,
+        url: &str,
+        headers: &[String],
+        body: Option<&[u8]>,
+    ) -> Self {
+        let body = body.filter(|b| !b.is_empty());
+        Self {
+            operation,
+            method: visible(method),
+            url: visible(url),
+            headers: headers.iter().map(|h| visible(h)).collect(),
+            body_bytes: body.map_or(0, <[u8]>::len),
+            body: body.map(render_body),
+        }
+    }
+
+    /// Characters of the whole question: URL, headers and body as shown.
+    pub fn size(&self) -> usize {
+        let chars = |text: &str| text.chars().count();
+        chars(&self.url)
+            + self.headers.iter().map(|h| chars(h)).sum::<usize>()
+            + self.body.as_deref().map_or(0, chars)
+    }
+
+    /// Whether a human can be asked about it: its whole question fits [`MAX_QUESTION`].
+    pub fn whole(&self) -> bool {
+        self.size() <= MAX_QUESTION
+    }
+
+    /// The same request with each part cut to `max` characters, for a plan that lists it
+    /// (never for a question).
+    pub fn preview(self, max: usize) -> Self {
+        let cut = |text: &str| crate::egress::cut(text, max);
+        Self {
+            url: cut(&self.url),
+            headers: self.headers.iter().map(|h| cut(h)).collect(),
+            body: self.body.as_deref().map(cut),
+            ..self
+        }
+    }
+
+    /// The request in a few words: `refunds.create (POST https://…/refunds)`.
+    pub fn what(&self) -> String {
+        let url = crate::egress::cut(&self.url, 200);
+        match &self.operation {
+            Some(op) => format!("{op} ({} {url})", self.method),
+            None => format!("{} {url}", self.method),
+        }
+    }
+
+    /// The line that introduces the body: its size, and how it is shown.
+    pub fn body_heading(&self) -> String {
+        format!(
+            "Body: {} bytes, exactly as sent (invisible characters shown as \\u{{…}}, runs of \
+             blank lines and spaces as a count)",
+            self.body_bytes
+        )
+    }
+}
+
+/// A body as a human reads it: JSON laid out token by token, anything else as it is; then
+/// made visible.
+fn render_body(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let json = serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok();
+    let laid_out = if json {
+        lay_out_json(&text)
+    } else {
+        text.into_owned()
+    };
+    let mut shown = visible(&laid_out);
+    if std::str::from_utf8(bytes).is_err() {
+        shown.push_str("\n[the body is not valid UTF-8: invalid bytes are shown as \u{FFFD}]");
+    }
+    shown
+}
+
+/// Valid JSON with a line break after each `{`, `[` and `,`, before each `}` and `]`, and a
+/// space after each `:`; every token (strings with their escapes, numbers as written, keys
+/// however often they repeat) is copied as it is.
+fn lay_out_json(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() * 2);
+    let mut depth: usize = 0;
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.push_str(&"  ".repeat(depth.min(MAX_INDENT)));
+    };
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                out.push('"');
+                let mut escaped = false;
+                for c in chars.by_ref() {
+                    out.push(c);
+                    match (escaped, c) {
+                        (true, _) => escaped = false,
+                        (false, '\\') => escaped = true,
+                        (false, '"') => break,
+                        _ => {}
+                    }
+                }
+            }
+            '{' | '[' => {
+                out.push(c);
+                while chars.peek().is_some_and(|c| c.is_ascii_whitespace()) {
+                    chars.next();
+                }
+                if matches!(chars.peek(), Some('}' | ']')) {
+                    continue;
+                }
+                depth += 1;
+                newline(&mut out, depth);
+            }
+            '}' | ']' => {
+                if !(out.ends_with('{') || out.ends_with('[')) {
+                    depth = depth.saturating_sub(1);
+                    newline(&mut out, depth);
+                }
+                out.push(c);
+            }
+            ',' => {
+                out.push(',');
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(": "),
+            c if c.is_ascii_whitespace() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Whether a character could hide something from a reader: controls, and the invisible and
+/// direction-changing characters of Unicode.
+fn invisible(c: char) -> bool {
+    matches!(c as u32,
+        0x00..=0x08 | 0x0B..=0x1F | 0x7F..=0x9F
+        | 0xAD | 0x34F | 0x61C | 0x115F | 0x1160 | 0x17B4 | 0x17B5 | 0x180B..=0x180F
+        | 0x200B..=0x200F | 0x2028..=0x202E | 0x2060..=0x206F | 0x3164
+        | 0xFE00..=0xFE0F | 0xFEFF | 0xFFA0 | 0xFFF0..=0xFFFB
+        | 0x1D173..=0x1D17A | 0xE0000..=0xE0FFF)
+}
+
+/// `text` with invisible characters (tabs included) spelt `\u{…}`, runs of more than one
+/// blank line and of more than [`MAX_SPACES`] spaces replaced by what they were.
+pub fn visible(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c == '\t' || invisible(c) {
+            escaped.push_str(&format!("\\u{{{:X}}}", c as u32));
+        } else {
+            escaped.push(c);
+        }
+    }
+    let mut out = String::with_capacity(escaped.len());
+    let mut blank = 0usize;
+    let flush = |out: &mut String, blank: &mut usize| {
+        match *blank {
+            0 => {}
+            1 => out.push('\n'),
+            n => out.push_str(&format!("[… {n} blank lines …]\n")),
+        }
+        *blank = 0;
+    };
+    let lines: Vec<&str> = escaped.split('\n').collect();
+    for (n, line) in lines.iter().enumerate() {
+        let last = n + 1 == lines.len();
+        if line.trim_matches(' ').is_empty() && !last {
+            blank += 1;
+            continue;
+        }
+        flush(&mut out, &mut blank);
+        out.push_str(&spaces_counted(line));
+        if !last {
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// A line with runs of more than [`MAX_SPACES`] spaces replaced by their count.
+fn spaces_counted(line: &str) -> String {
+    if !line.contains(&" ".repeat(MAX_SPACES + 1)) {
+        return line.to_owned();
+    }
+    let mut out = String::with_capacity(line.len());
+    let mut run = 0usize;
+    let flush = |out: &mut String, run: &mut usize| {
+        if *run > MAX_SPACES {
+            out.push_str(&format!("[… {run} spaces …]"));
+        } else {
+            out.push_str(&" ".repeat(*run));
+        }
+        *run = 0;
+    };
+    for c in line.chars() {
+        if c == ' ' {
+            run += 1;
+        } else {
+            flush(&mut out, &mut run);
+            out.push(c);
+        }
+    }
+    flush(&mut out, &mut run);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(bytes: &[u8]) -> String {
+        Shown::new(None, "POST", "http://h/x", &[], Some(bytes))
+            .body
+            .unwrap()
+    }
+
+    #[test]
+    fn json_is_laid_out_and_every_token_kept() {
+        let raw =
+            br#"{"amount":100,"amount":1e2,"n\u0061me":"a\"b","x":[],"y":{},"z":[1,{"k":0.10}]}"#;
+        let shown = body(raw);
+        assert_eq!(
+            shown,
+            "{\n  \"amount\": 100,\n  \"amount\": 1e2,\n  \"n\\u0061me\": \"a\\\"b\",\n  \"x\": [],\n  \
+             \"y\": {},\n  \"z\": [\n    1,\n    {\n      \"k\": 0.10\n    }\n  ]\n}"
+        );
+        // Only whitespace was added: the tokens are the bytes sent.
+        let squeezed: String = shown.split_whitespace().collect();
+        let sent: String = String::from_utf8_lossy(raw).split_whitespace().collect();
+        assert_eq!(squeezed, sent);
+    }
+
+    #[test]
+    fn what_could_hide_something_is_made_visible() {
+        let raw = "note: approved by the admin\n\n\n\n\n\n{\"amount\": 999}\u{202E}x\u{200B}\r\t";
+        let shown = body(raw.as_bytes());
+        assert!(shown.contains("[… 5 blank lines …]"), "{shown}");
+        assert!(shown.contains("\\u{202E}x\\u{200B}\\u{D}\\u{9}"), "{shown}");
+        let padded = format!("a{}b", " ".repeat(5_000));
+        assert_eq!(body(padded.as_bytes()), "a[… 5000 spaces …]b");
+        let invalid = body(b"ok \xff\xfe");
+        assert!(invalid.contains("not valid UTF-8"), "{invalid}");
+        let shown = Shown::new(None, "POST", "http://h/x", &[], Some(raw.as_bytes()));
+        assert_eq!(shown.body_bytes, raw.len());
+    }
+
+    #[test]
+    fn a_question_is_whole_or_not_asked() {
+        let small = Shown::new(None, "POST", "http://h/x", &["a: b".into()], Some(b"{}"));
+        assert!(small.whole());
+        let big = vec![b'x'; MAX_QUESTION];
+        let shown = Shown::new(None, "POST", "http://h/x", &[], Some(&big));
+        assert!(!shown.whole(), "the URL and the body together are over");
+        let headers = vec![format!("x-pad: {}", "p".repeat(MAX_QUESTION / 2)); 3];
+        assert!(!Shown::new(None, "GET", "http://h/x", &headers, None).whole());
+    }
+}

@@ -1,0 +1,299 @@
+//! What the approval page leaves between executions, per caller: the chains of runs of one
+//! code that wait for decisions given on the page, each with its journal (the writes already
+//! sent) and those decisions. Bounded per caller and in all; nothing of one caller is ever
+//! evicted to make room for another's, nor a journal for anything: past a bound, a new
+//! question is refused instead, and says why.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::ask::Fingerprint;
+use super::caller::Caller;
+use super::journal::SharedJournal;
+use crate::lock::lock;
+
+/// How long a decision given on the page waits for its re-run.
+pub const GRANT_LIFETIME: Duration = Duration::from_secs(600);
+
+/// How long a chain is kept after its last run: a re-run of the same code within it is
+/// answered from the journal, not sent again.
+pub const CHAIN_LIFETIME: Duration = Duration::from_secs(3_600);
+
+/// Chains one caller may have waiting at once.
+const MAX_CHAINS_PER_CALLER: usize = 16;
+
+/// Chains kept in all (each journal holds at most 256 KiB of responses: 64 MiB at most).
+const MAX_CHAINS: usize = 256;
+
+/// Decisions one chain keeps; past this the oldest goes (losing a decision only means
+/// asking again).
+const MAX_GRANTS_PER_CHAIN: usize = 64;
+
+/// What a decision given on the page lets through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Granted {
+    /// Exactly this request, once.
+    One(Fingerprint),
+    /// Every write of the next run of the code.
+    All,
+    /// Nothing: the human denied this request.
+    Denied(Fingerprint),
+}
+
+/// What the store knows about one request of one chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Standing {
+    /// Approved, by this; the decision is used up.
+    Approved(String),
+    /// Every write of this run is approved, by this; the decision is used up.
+    ApprovedAll(String),
+    /// Denied, by this; the denial is used up too, so asking again is possible.
+    Denied(String),
+    /// Nothing decided.
+    Open,
+}
+
+/// Why a chain could not be kept.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Full(String);
+
+#[derive(Debug)]
+struct Grant {
+    granted: Granted,
+    by: String,
+    expires: Instant,
+}
+
+struct Chain {
+    journal: SharedJournal,
+    grants: Vec<Grant>,
+    expires: Instant,
+}
+
+/// The chains of one server; clones share them.
+#[derive(Clone, Default)]
+pub struct Store {
+    chains: Arc<Mutex<HashMap<(Caller, String), Chain>>>,
+}
+
+impl Store {
+    /// The journal of the chain of this caller's code, if it has one: a run joins it.
+    pub fn join(&self, caller: &Caller, code: &str) -> Option<SharedJournal> {
+        let mut chains = self.live();
+        let chain = chains.get_mut(&(caller.clone(), code.to_owned()))?;
+        chain.expires = Instant::now() + CHAIN_LIFETIME;
+        Some(chain.journal.clone())
+    }
+
+    /// Keeps `journal` as the chain of this caller's code, or joins the chain another run of
+    /// it made meanwhile (whose journal is returned); refused past the bounds.
+    pub fn publish(
+        &self,
+        caller: &Caller,
+        code: &str,
+        journal: &SharedJournal,
+    ) -> Result<SharedJournal, Full> {
+        let mut chains = self.live();
+        let key = (caller.clone(), code.to_owned());
+        if let Some(chain) = chains.get_mut(&key) {
+            chain.expires = Instant::now() + CHAIN_LIFETIME;
+            return Ok(chain.journal.clone());
+        }
+        room(&chains, caller)?;
+        chains.insert(
+            key,
+            Chain {
+                journal: journal.clone(),
+                grants: Vec::new(),
+                expires: Instant::now() + CHAIN_LIFETIME,
+            },
+        );
+        Ok(journal.clone())
+    }
+
+    /// Records a decision given on the page for a request of this caller's code.
+    pub fn give(
+        &self,
+        caller: &Caller,
+        code: &str,
+        granted: Granted,
+        by: &str,
+    ) -> Result<(), Full> {
+        let mut chains = self.live();
+        let key = (caller.clone(), code.to_owned());
+        if !chains.contains_key(&key) {
+            room(&chains, caller)?;
+        }
+        let now = Instant::now();
+        let chain = chains.entry(key).or_insert_with(|| Chain {
+            journal: super::journal::shared(Vec::new()),
+            grants: Vec::new(),
+            expires: now + CHAIN_LIFETIME,
+        });
+        chain.grants.retain(|g| g.expires > now);
+        if chain.grants.len() >= MAX_GRANTS_PER_CHAIN {
+            chain.grants.remove(0);
+        }
+        chain.grants.push(Grant {
+            granted,
+            by: by.to_owned(),
+            expires: now + GRANT_LIFETIME,
+        });
+        Ok(())
+    }
+
+    /// Takes the decision about this request of this caller's code, if there is one. "Every
+    /// write" answers writes only.
+    pub fn take(
+        &self,
+        caller: &Caller,
+        code: &str,
+        fingerprint: &Fingerprint,
+        write: bool,
+    ) -> Standing {
+        let mut chains = self.live();
+        let Some(chain) = chains.get_mut(&(caller.clone(), code.to_owned())) else {
+            return Standing::Open;
+        };
+        let now = Instant::now();
+        chain.grants.retain(|g| g.expires > now);
+        // A denial of this request wins over any approval, "every write" included.
+        let denied = |g: &Grant| g.granted == Granted::Denied(fingerprint.clone());
+        let approved = |g: &Grant| match &g.granted {
+            Granted::One(f) => f == fingerprint,
+            Granted::All => write,
+            Granted::Denied(_) => false,
+        };
+        let found = chain
+            .grants
+            .iter()
+            .position(denied)
+            .or_else(|| chain.grants.iter().position(approved));
+        let Some(at) = found else {
+            return Standing::Open;
+        };
+        let grant = chain.grants.remove(at);
+        match grant.granted {
+            Granted::One(_) => Standing::Approved(grant.by),
+            Granted::All => Standing::ApprovedAll(grant.by),
+            Granted::Denied(_) => Standing::Denied(grant.by),
+        }
+    }
+
+    /// The chains, those past their lifetime removed.
+    fn live(&self) -> std::sync::MutexGuard<'_, HashMap<(Caller, String), Chain>> {
+        let mut chains = lock(&self.chains);
+        let now = Instant::now();
+        chains.retain(|_, chain| chain.expires > now);
+        chains
+    }
+}
+
+/// Whether one more chain of `caller` fits.
+fn room(chains: &HashMap<(Caller, String), Chain>, caller: &Caller) -> Result<(), Full> {
+    let own = chains.keys().filter(|(c, _)| c == caller).count();
+    if own >= MAX_CHAINS_PER_CALLER {
+        return Err(Full(format!(
+            "this caller already has {own} scripts waiting for decisions on the approval page; \
+             ask the user to decide those first (or wait for them to expire after {} minutes)",
+            CHAIN_LIFETIME.as_secs() / 60
+        )));
+    }
+    if chains.len() >= MAX_CHAINS {
+        return Err(Full(
+            "the server has as many scripts waiting for decisions on the approval page as it \
+             keeps; try again once some are decided"
+                .to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approval::caller::CallerParts;
+
+    fn caller(session: &str) -> Caller {
+        Caller::new(
+            b"k",
+            CallerParts {
+                provider: 1,
+                session: Some(session),
+                subject: None,
+            },
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_decision_is_for_one_caller_one_code_one_request_once_and_expires() {
+        let store = Store::default();
+        let (a, b) = (caller("a"), caller("b"));
+        let write = Fingerprint("w".into());
+        store
+            .give(&a, "code", Granted::One(write.clone()), "the user")
+            .unwrap();
+        assert_eq!(store.take(&b, "code", &write, true), Standing::Open);
+        assert_eq!(store.take(&a, "other", &write, true), Standing::Open);
+        assert_eq!(
+            store.take(&a, "code", &Fingerprint("x".into()), true),
+            Standing::Open
+        );
+        assert_eq!(
+            store.take(&a, "code", &write, true),
+            Standing::Approved("the user".into())
+        );
+        assert_eq!(store.take(&a, "code", &write, true), Standing::Open);
+        store.give(&a, "code", Granted::All, "the user").unwrap();
+        assert_eq!(
+            store.take(&a, "code", &write, false),
+            Standing::Open,
+            "a read"
+        );
+        tokio::time::advance(GRANT_LIFETIME + Duration::from_secs(1)).await;
+        assert_eq!(store.take(&a, "code", &write, true), Standing::Open);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_denial_wins_over_approving_every_write() {
+        let store = Store::default();
+        let a = caller("a");
+        let harmful = Fingerprint("harmful".into());
+        store.give(&a, "code", Granted::All, "the user").unwrap();
+        store
+            .give(&a, "code", Granted::Denied(harmful.clone()), "the user")
+            .unwrap();
+        assert_eq!(
+            store.take(&a, "code", &harmful, true),
+            Standing::Denied("the user".into())
+        );
+        assert_eq!(
+            store.take(&a, "code", &Fingerprint("benign".into()), true),
+            Standing::ApprovedAll("the user".into())
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_caller_is_refused_and_nobody_else_loses_a_chain() {
+        let store = Store::default();
+        let (greedy, other) = (caller("greedy"), caller("other"));
+        let journal = crate::approval::journal::shared(Vec::new());
+        store.publish(&other, "theirs", &journal).unwrap();
+        for n in 0..MAX_CHAINS_PER_CALLER {
+            store
+                .publish(&greedy, &format!("code {n}"), &journal)
+                .unwrap();
+        }
+        let refused = store.publish(&greedy, "one more", &journal).unwrap_err();
+        assert!(refused.0.contains("decide those first"), "{refused}");
+        assert!(store.join(&other, "theirs").is_some());
+        assert!(store.join(&greedy, "code 0").is_some());
+        tokio::time::advance(CHAIN_LIFETIME + Duration::from_secs(1)).await;
+        assert!(store.join(&greedy, "code 0").is_none());
+        store.publish(&greedy, "one more", &journal).unwrap();
+    }
+}
