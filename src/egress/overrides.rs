@@ -327,4 +327,65 @@ mod tests {
         assert_eq!(find(None, &utf8, Some(b"{}")), None);
         assert!(find(None, &[], Some(b"\xff\xfe{\0}\0")).is_some());
     }
+
+    /// A spelling of one override key: each character in either case, and (`encode`) each
+    /// one percent-encoded or JSON-escaped, by the per-character choices given.
+    fn spelt(key: &str, upper: &[bool], escape: &[u8], json: bool) -> String {
+        key.chars()
+            .enumerate()
+            .map(|(i, c)| {
+                let c = match upper.get(i) {
+                    Some(true) => c.to_ascii_uppercase(),
+                    _ => c.to_ascii_lowercase(),
+                };
+                match (escape.get(i).copied().unwrap_or(0) % 4, json) {
+                    (1, false) => format!("%{:02X}", c as u32),
+                    (2, false) => format!("%{:02x}", c as u32),
+                    (3, false) => format!("%25{:02X}", c as u32),
+                    (1 | 3, true) => format!("\\u{:04X}", c as u32),
+                    (2, true) => format!("\\u{:04x}", c as u32),
+                    _ => c.to_string(),
+                }
+            })
+            .collect()
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(2_000))]
+
+        /// Any body or query encoding of a method-override key is found: forms in any case and
+        /// percent-encoding (twice over too), brackets, among other pairs; JSON keys with any
+        /// escapes at any depth; multipart names quoted or not, in folded headers.
+        #[test]
+        fn any_encoding_of_an_override_key_is_found(
+            key in proptest::sample::select(vec!["_method", "x-http-method-override", "x_http_method", "x-method-override"]),
+            upper in proptest::collection::vec(proptest::bool::ANY, 24),
+            escape in proptest::collection::vec(0u8..4, 24),
+            suffix in proptest::sample::select(vec!["", "[]", "[0]", "%5B%5D"]),
+            before in "[a-z]{0,6}=[a-z0-9]{0,6}",
+            separator in proptest::sample::select(vec!["&", ";"]),
+            depth in 0usize..4,
+            shape in 0u8..5,
+        ) {
+            let form_key = format!("{}{suffix}", spelt(key, &upper, &escape, false));
+            let json_key = spelt(key, &upper, &escape, true);
+            let plain = spelt(key, &upper, &[], false);
+            let body = match shape {
+                0 => format!("{before}{separator}{form_key}=DELETE"),
+                1 => {
+                    let inner = format!("{{\"{json_key}\": \"DELETE\"}}");
+                    (0..depth).fold(inner, |inner, n| format!("{{\"k{n}\": {inner}, \"a\": [1]}}"))
+                }
+                2 => format!("--b\r\nContent-Disposition: form-data; name=\"{plain}\"\r\n\r\nDELETE\r\n--b--"),
+                3 => format!("--b\r\ncontent-disposition: form-data;\r\n\tNAME={plain}\r\n\r\nDELETE\r\n--b--"),
+                _ => String::new(),
+            };
+            let found = if shape == 4 {
+                find(Some(&format!("{before}{separator}{form_key}=DELETE")), &[], None)
+            } else {
+                find(None, &[], Some(body.as_bytes()))
+            };
+            proptest::prop_assert!(found.is_some(), "{}", body);
+        }
+    }
 }

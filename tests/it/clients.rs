@@ -18,7 +18,7 @@ use crate::support::{Listening, listening};
 /// Every check an approvals client runs (`approvals.mjs`, `approvals.py`): its elicitation
 /// handler approves, declines or cancels by the customer's name, and the demo provider's own
 /// list shows which writes went out.
-const APPROVAL_CHECKS: [&str; 10] = [
+const APPROVAL_CHECKS: [&str; 12] = [
     "tools",
     "approved_write",
     "declined_write",
@@ -27,6 +27,8 @@ const APPROVAL_CHECKS: [&str; 10] = [
     "raw_fetch_gated",
     "approve_all",
     "two_approvals",
+    "four_approvals",
+    "entry_called_by_the_script",
     "dry_run",
     "channel",
 ];

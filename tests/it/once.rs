@@ -139,7 +139,7 @@ fn chained_writes(tag: &str, n: usize) -> String {
 }
 
 /// Decides on the approval page as its form does (the browser's clicks are in page.rs).
-async fn decide_on_page(link: &str, decision: &str) {
+pub async fn decide_on_page(link: &str, decision: &str) {
     let client = reqwest::Client::new();
     let html = client.get(link).send().await.unwrap().text().await.unwrap();
     let token = html

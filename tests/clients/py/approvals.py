@@ -165,17 +165,45 @@ async def main():
             for name in names:
                 assert name in listed, f"{name} is not in the list"
 
-        # Two writes, each approved on its own: in the 2026-07-28 era that is three rounds, and
-        # the first write, sent in the second round, must not be sent again in the third.
-        async def two_approvals():
-            names = [f"approve-two-1-{sfx}", f"approve-two-2-{sfx}"]
-            result, outcome, asks = await run(two_creates(names, "t"))
+        async def each_once(code, names):
+            """Runs `code`, which creates the customers `names`, each approved on its own: the
+            user is asked once per write and each is created once."""
+            result, outcome, asks = await run(code)
             assert outcome.get("ok") is True, outcome or text(result)
-            assert asks == 2, f"the user was asked {asks} times, not twice"
+            assert asks == len(names), f"the user was asked {asks} times, not {len(names)}"
             listed = await customer_names()
             for name in names:
                 count = listed.count(name)
                 assert count == 1, f"{name} is in the list {count} times"
+
+        # Two writes, each approved on its own: in the 2026-07-28 era that is three rounds, and
+        # the first write, sent in the second round, must not be sent again in the third.
+        async def two_approvals():
+            names = [f"approve-two-1-{sfx}", f"approve-two-2-{sfx}"]
+            await each_once(two_creates(names, "t"), names)
+
+        # Four writes (in the 2026-07-28 era, five rounds).
+        async def four_approvals():
+            names = [f"approve-four-{n}-{sfx}" for n in range(1, 5)]
+            code = "const ids = [];\n" + "".join(
+                f"ids.push((await api.customers.create({{ name: {json.dumps(name)}, email: \"f{n}{sfx}@example.com\" }})).id);\n"
+                for n, name in enumerate(names)
+            ) + "return ids;"
+            await each_once(code, names)
+
+        # The shape models write: a declared main that the script also calls itself.
+        async def entry_called_by_the_script():
+            name = f"approve-entry-{sfx}"
+            code = (
+                f"async function main() {{ return await api.customers.create({{ name: {json.dumps(name)}, "
+                f"email: \"m{sfx}@example.com\" }}); }}\nconst r = await main();\nconsole.log(r.id);"
+            )
+            result, outcome, asks = await run(code)
+            assert outcome.get("ok") is True, outcome or text(result)
+            assert isinstance((outcome.get("result") or {}).get("id"), str), outcome.get("result")
+            assert asks == 1, f"the user was asked {asks} times, not once"
+            count = (await customer_names()).count(name)
+            assert count == 1, f"{name} is in the list {count} times"
 
         async def dry_run():
             name = f"dry-{sfx}"
@@ -203,6 +231,8 @@ async def main():
             ("raw_fetch_gated", raw_fetch_gated),
             ("approve_all", approve_all),
             ("two_approvals", two_approvals),
+            ("four_approvals", four_approvals),
+            ("entry_called_by_the_script", entry_called_by_the_script),
             ("dry_run", dry_run),
             ("channel", channel),
         ]:

@@ -158,18 +158,44 @@ await check("approve_all", async () => {
   for (const name of names) assert(all.includes(name), `${name} is not in the list`);
 });
 
-// Two writes, each approved on its own: in the 2026-07-28 era that is three rounds, and the
-// first write, sent in the second round, must not be sent again in the third.
-await check("two_approvals", async () => {
-  const names = [`approve-two-1-${sfx}`, `approve-two-2-${sfx}`];
-  const { result, outcome, asks } = await run(twoCreates(names, "t"));
+// Runs `code`, which creates the customers `names`, each approved on its own: the user is asked
+// once per write and each is created once.
+async function eachOnce(code, names) {
+  const { result, outcome, asks } = await run(code);
   assert(outcome.ok === true, `outcome: ${show(result)}`);
-  assert(asks === 2, `the user was asked ${asks} times, not twice`);
+  assert(asks === names.length, `the user was asked ${asks} times, not ${names.length}`);
   const all = await customerNames();
   for (const name of names) {
     const count = all.filter((n) => n === name).length;
     assert(count === 1, `${name} is in the list ${count} times`);
   }
+}
+
+// Two writes, each approved on its own: in the 2026-07-28 era that is three rounds, and the
+// first write, sent in the second round, must not be sent again in the third.
+await check("two_approvals", async () => {
+  const names = [`approve-two-1-${sfx}`, `approve-two-2-${sfx}`];
+  await eachOnce(twoCreates(names, "t"), names);
+});
+
+// Four writes (in the 2026-07-28 era, five rounds).
+await check("four_approvals", async () => {
+  const names = [1, 2, 3, 4].map((n) => `approve-four-${n}-${sfx}`);
+  const code = `const ids = [];\n${names
+    .map((name, n) => `ids.push((await api.customers.create({ name: ${JSON.stringify(name)}, email: "f${n}${sfx}@example.com" })).id);\n`)
+    .join("")}return ids;`;
+  await eachOnce(code, names);
+});
+
+// The shape models write: a declared main that the script also calls itself.
+await check("entry_called_by_the_script", async () => {
+  const name = `approve-entry-${sfx}`;
+  const code = `async function main() { return await api.customers.create({ name: ${JSON.stringify(name)}, email: "m${sfx}@example.com" }); }\nconst r = await main();\nconsole.log(r.id);`;
+  const { result, outcome, asks } = await run(code);
+  assert(outcome.ok === true && typeof outcome.result?.id === "string", `outcome: ${show(result)}`);
+  assert(asks === 1, `the user was asked ${asks} times, not once`);
+  const count = (await customerNames()).filter((n) => n === name).length;
+  assert(count === 1, `${name} is in the list ${count} times`);
 });
 
 await check("dry_run", async () => {

@@ -1,0 +1,232 @@
+//! Method overrides against a real framework (issue 20): Express 5 behind the common
+//! method-override middleware (`tests/providers/express/`), where each request of
+//! `attacks.json`, sent raw, runs the DELETE handler although its method is POST. Sent
+//! through sdkbox, with DELETE denied and updates allowed, none may reach it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use base64::Engine;
+use sdkbox::config::{ApprovalArgs, Embedded, ProviderFile};
+use sdkbox::egress::Egress;
+use sdkbox::sandbox::{ExecLimits, InProcessSandbox};
+use sdkbox::sdk::Sdk;
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
+
+use crate::support::{requirement_met, run};
+
+fn folder() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/providers/express")
+}
+
+/// The Express provider, running until dropped (it ends when its stdin closes).
+struct Express {
+    _child: tokio::process::Child,
+    base: String,
+}
+
+impl Express {
+    async fn start() -> Option<Self> {
+        let installed = folder().join("node_modules/method-override").exists();
+        if !requirement_met(
+            installed,
+            "the Express provider is not installed (scripts/test-deps)",
+        ) {
+            return None;
+        }
+        let mut child = tokio::process::Command::new("node")
+            .arg("server.mjs")
+            .current_dir(folder())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let line = tokio::io::BufReader::new(stdout)
+            .lines()
+            .next_line()
+            .await
+            .unwrap()
+            .unwrap();
+        let port = serde_json::from_str::<Value>(&line).unwrap()["port"]
+            .as_u64()
+            .unwrap();
+        Some(Self {
+            _child: child,
+            base: format!("http://127.0.0.1:{port}"),
+        })
+    }
+
+    /// The methods the handlers saw since the last call, which it then forgets.
+    async fn seen(&self) -> Vec<String> {
+        let client = reqwest::Client::new();
+        let log: Vec<Value> = client
+            .get(format!("{}/__log", self.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        client
+            .delete(format!("{}/__log", self.base))
+            .send()
+            .await
+            .unwrap();
+        log.iter()
+            .map(|entry| entry["method"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+}
+
+/// sdkbox in front of the provider: DELETE denied, every other write allowed.
+async fn sandbox(express: &Express) -> InProcessSandbox {
+    let policy = "[policy]\nwrites = \"allow\"\n[policy.operations]\n\"items.delete\" = \"deny\"\n";
+    let mut file: ProviderFile = toml::from_str(policy).unwrap();
+    file.base_url = Some(format!("{}/v1", express.base).parse().unwrap());
+    file.approval = ApprovalArgs::default();
+    let spec = std::fs::read_to_string(folder().join("openapi.json")).unwrap();
+    let embedded = Embedded {
+        name: "express",
+        spec: Box::leak(spec.into_boxed_str()),
+        guides: Vec::new(),
+    };
+    let loaded = file
+        .load(Some(embedded), Some("test-key".into()))
+        .await
+        .unwrap();
+    let sdk = Arc::new(Sdk::new(loaded.api.clone().unwrap()));
+    InProcessSandbox::new(Egress::new(loaded.egress_config).unwrap(), Some(sdk))
+        .with_approvals(loaded.approvals)
+}
+
+/// The script that sends `entry` with `fetch`, or `None` when its body is bytes no script can
+/// send (request bodies are strings, sent as UTF-8).
+fn script(entry: &Value) -> Option<String> {
+    let body = match (&entry["body"], &entry["bodyBase64"]) {
+        (Value::String(body), _) => body.clone(),
+        (_, Value::String(encoded)) => {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .unwrap();
+            String::from_utf8(bytes).ok()?
+        }
+        _ => String::new(),
+    };
+    let mut headers = Vec::new();
+    for (name, value) in entry["headers"].as_object().unwrap() {
+        let values = match value {
+            Value::Array(values) => values.clone(),
+            one => vec![one.clone()],
+        };
+        for value in values {
+            headers.push(serde_json::json!([name, value]));
+        }
+    }
+    let body = match body.is_empty() {
+        true => Value::Null,
+        false => Value::String(body),
+    };
+    let init = serde_json::json!({
+        "method": entry["method"],
+        "headers": headers,
+        "body": body,
+    });
+    Some(format!(
+        "const r = await fetch({}, {init}); return r.status;",
+        entry["path"]
+    ))
+}
+
+fn entries(file: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(folder().join(file)).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_method_override_reaches_a_handler_behind_express_method_override() {
+    let Some(express) = Express::start().await else {
+        return;
+    };
+    // The middleware is real: the first attack, sent raw, runs the DELETE handler.
+    let attacks = entries("attacks.json");
+    let first = &attacks[0];
+    let raw = reqwest::Client::new()
+        .request(
+            first["method"].as_str().unwrap().parse().unwrap(),
+            format!("{}{}", express.base, first["path"].as_str().unwrap()),
+        )
+        .bearer_auth("test-key")
+        .send()
+        .await
+        .unwrap();
+    assert!(raw.status().is_success(), "{raw:?}");
+    assert_eq!(
+        express.seen().await,
+        ["DELETE"],
+        "the raw attack did not reach DELETE"
+    );
+    let sandbox = sandbox(&express).await;
+    let mut unsendable = Vec::new();
+    let mut sent = Vec::new();
+    for entry in &attacks {
+        let name = entry["name"].as_str().unwrap();
+        let Some(code) = script(entry) else {
+            unsendable.push(name.to_owned());
+            continue;
+        };
+        let outcome = run(&sandbox, &code, &ExecLimits::default()).await;
+        let seen = express.seen().await;
+        assert!(
+            !seen.iter().any(|method| method == "DELETE"),
+            "{name} reached the DELETE handler through sdkbox: {outcome:?}"
+        );
+        // Refused before it left, with an error that says where the override was.
+        if !seen.is_empty() || outcome.error.is_none() {
+            sent.push(format!("{name}: {seen:?} {:?}", outcome.error));
+        }
+    }
+    assert!(sent.is_empty(), "attacks sent: {sent:#?}");
+    // Bytes that are not UTF-8 (gzip, UTF-16 with a high byte) cannot be sent by any script.
+    assert!(unsendable.len() <= 10, "{unsendable:?}");
+    // Spellings the middleware does not honour do not reach DELETE either, sent or refused.
+    let near = entries("near-misses.json");
+    let mut refused = 0;
+    for entry in &near {
+        let Some(code) = script(entry) else {
+            continue;
+        };
+        let outcome = run(&sandbox, &code, &ExecLimits::default()).await;
+        refused += usize::from(outcome.error.is_some());
+        let seen = express.seen().await;
+        assert!(
+            !seen.iter().any(|method| method == "DELETE"),
+            "{}: {outcome:?}",
+            entry["name"]
+        );
+    }
+    eprintln!(
+        "{} attacks refused, {} not sendable by a script; of {} near-misses, {refused} refused",
+        attacks.len() - unsendable.len(),
+        unsendable.len(),
+        near.len()
+    );
+    // And the denied operation itself is refused, while an update goes out as one.
+    let outcome = run(
+        &sandbox,
+        "await api.items.delete({ id: 'it_2' });",
+        &ExecLimits::default(),
+    )
+    .await;
+    assert_eq!(outcome.error.unwrap().name.as_deref(), Some("PolicyError"));
+    let outcome = run(
+        &sandbox,
+        "return (await api.items.update({ id: 'it_2', name: 'renamed' })).name;",
+        &ExecLimits::default(),
+    )
+    .await;
+    assert_eq!(outcome.result, "renamed", "{outcome:?}");
+    assert_eq!(express.seen().await, ["POST"]);
+}
