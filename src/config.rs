@@ -402,6 +402,7 @@ impl ProviderFile {
             limits: loaded.limits,
             session_key_header: loaded.session_key_header,
             approvals: with_page(&loaded.approval_page, loaded.approvals).await?,
+            searches: Arc::new(tokio::sync::Semaphore::new(crate::server::MAX_SEARCHES)),
         }))
     }
 }

@@ -38,6 +38,13 @@ const CANDIDATES: usize = 200;
 /// found in an operation's name, path and summary is one word matched, not three.
 const TIE_BREAKER: f32 = 0.1;
 
+/// Analysed terms a query searches with at most (synonyms add some to the query's own).
+const MAX_TERMS: usize = 64;
+
+/// Terms the fuzzy fallback tries at most, and the longest it tries.
+const MAX_FUZZY_TERMS: usize = 6;
+const MAX_FUZZY_CHARS: usize = 24;
+
 /// The built index and the entries its documents stand for.
 pub struct Built {
     reader: IndexReader,
@@ -166,6 +173,16 @@ impl Built {
 
     fn query(&self, terms: &[String], filters: &Filters, fuzzy: bool) -> Box<dyn Query> {
         let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        // Each fuzzy term builds a Levenshtein automaton per field (about a megabyte at
+        // distance 2): a few terms of a reasonable length, not all of them.
+        let terms: Vec<&String> = match fuzzy {
+            true => terms
+                .iter()
+                .filter(|t| (3..=MAX_FUZZY_CHARS).contains(&t.chars().count()))
+                .take(MAX_FUZZY_TERMS)
+                .collect(),
+            false => terms.iter().take(MAX_TERMS).collect(),
+        };
         for term in terms {
             let mut per_field: Vec<Box<dyn Query>> = Vec::new();
             for (field, boost) in &self.text_fields {

@@ -33,12 +33,64 @@ pub const DEFAULT_LIMIT: usize = 5;
 /// The most hits one search returns.
 pub const MAX_LIMIT: usize = 20;
 
-/// The index failed; a server fault, not the model's.
+/// The longest query accepted, in characters: a search names what it needs in a few words,
+/// and every word costs (an unknown one, the fuzzy fallback's automata).
+pub const MAX_QUERY_CHARS: usize = 400;
+
+/// The most words a query may have.
+pub const MAX_QUERY_WORDS: usize = 32;
+
+/// Why a search failed: the query (the model's to fix) or the index (a server fault).
 #[derive(Debug, Error)]
 pub enum SearchError {
     /// Tantivy failed.
     #[error("search index error: {0}")]
     Index(#[from] tantivy::TantivyError),
+    /// The query is longer than a search needs.
+    #[error(
+        "the query is {size} {unit} long; search_docs takes at most {max}. Search with the few \
+         words that name what you need (\"refund an order\", \"list a customer's invoices\"), \
+         and search again for another need"
+    )]
+    QueryTooLong {
+        /// How long it is.
+        size: usize,
+        /// `characters` or `words`.
+        unit: &'static str,
+        /// The most accepted.
+        max: usize,
+    },
+}
+
+impl SearchError {
+    /// Whether the model caused it (a tool error it can fix), rather than the server.
+    pub fn is_query(&self) -> bool {
+        matches!(self, Self::QueryTooLong { .. })
+    }
+}
+
+/// Refuses a query longer than [`MAX_QUERY_CHARS`] or [`MAX_QUERY_WORDS`], counting no
+/// further than it needs to.
+fn check_length(query: &str) -> Result<(), SearchError> {
+    if query.chars().nth(MAX_QUERY_CHARS).is_some() {
+        return Err(SearchError::QueryTooLong {
+            size: query.chars().count(),
+            unit: "characters",
+            max: MAX_QUERY_CHARS,
+        });
+    }
+    let words = query
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .count();
+    if words > MAX_QUERY_WORDS {
+        return Err(SearchError::QueryTooLong {
+            size: words,
+            unit: "words",
+            max: MAX_QUERY_WORDS,
+        });
+    }
+    Ok(())
 }
 
 /// What a search returns.
@@ -186,6 +238,7 @@ impl DocsIndex {
         detail: Detail,
         filters: &Filters,
     ) -> Result<Results, SearchError> {
+        check_length(query)?;
         let limit = limit.clamp(1, MAX_LIMIT);
         let intent = Intent::read(query, &self.vocabulary);
         let semantic = self.semantic.get();

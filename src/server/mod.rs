@@ -54,7 +54,15 @@ pub struct Provider {
     pub session_key_header: Option<String>,
     /// The approval rules, channels, chains and audit trail every execution shares.
     pub approvals: Approvals,
+    /// Searches running at once, at most [`MAX_SEARCHES`].
+    pub searches: Arc<tokio::sync::Semaphore>,
 }
+
+/// Searches that run at once; more wait, up to [`SEARCH_QUEUE_WAIT`].
+pub const MAX_SEARCHES: usize = 4;
+
+/// How long a search waits for one of the [`MAX_SEARCHES`] before it is told to retry.
+const SEARCH_QUEUE_WAIT: Duration = Duration::from_secs(10);
 
 /// One MCP session's handler; cheap to clone.
 #[derive(Clone)]
@@ -98,15 +106,30 @@ impl SdkboxServer {
         };
         let limit = input.limit.unwrap_or(DEFAULT_LIMIT);
         let detail = input.detail.unwrap_or_default();
+        // A few searches at once: each costs a core and some memory, whoever sends them.
+        let slot = tokio::time::timeout(
+            SEARCH_QUEUE_WAIT,
+            self.provider.searches.clone().acquire_owned(),
+        )
+        .await;
+        let Ok(Ok(_slot)) = slot else {
+            return Ok(tools::search_error(
+                "the server is busy with other searches; search again in a few seconds",
+            ));
+        };
         // With the embedding model a search is a forward pass (milliseconds of CPU): off the
         // async runtime's threads, which serve every other call meanwhile.
         let provider = self.provider.clone();
-        let mut results = tokio::task::spawn_blocking(move || {
+        let results = tokio::task::spawn_blocking(move || {
             provider.docs.search(&input.query, limit, detail, &filters)
         })
         .await
-        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
         .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let mut results = match results {
+            Ok(results) => results,
+            Err(error) if error.is_query() => return Ok(tools::search_error(&error.to_string())),
+            Err(error) => return Err(ErrorData::internal_error(error.to_string(), None)),
+        };
         for hit in results.hits.iter_mut().filter(|h| h.kind == "operation") {
             let name = hit.id.trim_start_matches("api.");
             match self.provider.approvals.rules.of_name(name) {

@@ -164,6 +164,14 @@ pub fn search_result(results: &Results) -> CallToolResult {
     result
 }
 
+/// A search the model has to change or retry, as a tool error that validates against the
+/// output schema: no hits, and the message as the hint.
+pub fn search_error(message: &str) -> CallToolResult {
+    let mut result = CallToolResult::structured_error(json!({"hits": [], "hint": message}));
+    result.content = vec![rmcp::model::ContentBlock::text(message.to_owned())];
+    result
+}
+
 /// An execution's outcome as a tool result: `isError` when the code failed. The outcome was
 /// held to half of `max_bytes` when it was finished; its text rendering is held to the other
 /// half, counted as the JSON string a client receives.

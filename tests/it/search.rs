@@ -242,3 +242,42 @@ async fn provider_files_refuse_synonyms_without_words() {
         "{error}"
     );
 }
+
+/// Issue 21: a search costs a bounded amount whatever the query. An oversized query is a
+/// clear error that says what to shorten; the longest accepted one, all unknown words, still
+/// answers (with a hint), its fuzzy fallback held to a few terms.
+#[test]
+fn oversized_queries_are_refused_and_the_largest_accepted_still_answers() {
+    let docs = demo();
+    let long = "refund ".repeat(1_000);
+    let error = docs
+        .search(&long, 5, Detail::Compact, &Filters::default())
+        .unwrap_err();
+    assert!(error.is_query(), "{error}");
+    assert!(error.to_string().contains("at most 400"), "{error}");
+    let many = (0..40)
+        .map(|n| format!("w{n}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let error = docs
+        .search(&many, 5, Detail::Compact, &Filters::default())
+        .unwrap_err();
+    assert!(error.to_string().contains("40 words"), "{error}");
+    let hyphens = (0..60)
+        .map(|n| format!("x{n}"))
+        .collect::<Vec<_>>()
+        .join("-");
+    assert!(
+        docs.search(&hyphens, 5, Detail::Compact, &Filters::default())
+            .is_err()
+    );
+    let unknown: String = (0..sdkbox::search::MAX_QUERY_WORDS)
+        .map(|n| format!("zq{n}xvbnm"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(unknown.chars().count() <= sdkbox::search::MAX_QUERY_CHARS);
+    let results = docs
+        .search(&unknown, 5, Detail::Compact, &Filters::default())
+        .unwrap();
+    assert!(results.hits.is_empty() && results.hint.is_some());
+}
