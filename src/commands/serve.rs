@@ -47,6 +47,21 @@ pub struct ServeArgs {
     /// Executions at once.
     #[arg(long)]
     pub workers: Option<usize>,
+    /// HTTP: connections served at once; past it, `/healthz` still answers and the rest get
+    /// 503 with Retry-After.
+    #[arg(long, default_value_t = 512)]
+    pub max_connections: usize,
+    /// HTTP: milliseconds a client has to send a request's headers, on a new connection and
+    /// between the requests of a kept-alive one.
+    #[arg(long, default_value_t = 10_000)]
+    pub header_timeout_ms: u64,
+    /// HTTP: MCP sessions kept at once; a new one past it closes the session idle the
+    /// longest, or gets 503 with Retry-After when every session is busy.
+    #[arg(long, default_value_t = 1_000)]
+    pub max_sessions: usize,
+    /// HTTP: seconds an unused MCP session lives.
+    #[arg(long, default_value_t = 600)]
+    pub session_idle_s: u64,
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM (what process managers and MCP clients send on
@@ -133,6 +148,14 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
                 allowed_hosts: args.allowed_hosts,
                 stateless: args.stateless,
                 max_body_bytes: 2 * 1024 * 1024,
+                connections: sdkbox::server::ConnectionLimits {
+                    max_connections: args.max_connections.max(1),
+                    header_read_timeout: std::time::Duration::from_millis(
+                        args.header_timeout_ms.max(100),
+                    ),
+                },
+                max_sessions: args.max_sessions.max(1),
+                session_idle: std::time::Duration::from_secs(args.session_idle_s.max(1)),
             };
             let listener = tokio::net::TcpListener::bind(address)
                 .await

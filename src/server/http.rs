@@ -1,6 +1,8 @@
 //! Streamable HTTP at `/mcp` (rmcp on axum), with `GET /healthz`. Loopback by default;
 //! binding elsewhere needs a bearer token, checked in constant time. Browser `Origin`s are
-//! checked against an allowlist (DNS rebinding), request bodies are capped.
+//! checked against an allowlist (DNS rebinding), request bodies are capped, connections and
+//! sessions are capped (`listen.rs`, `sessions.rs`) and a request's headers must arrive in
+//! time.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,11 +13,12 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
+use super::listen::{ConnectionLimits, busy};
+use super::sessions::BoundedSessions;
 use super::{Provider, SdkboxServer, ServeError};
 
 /// How the HTTP transport runs.
@@ -31,6 +34,12 @@ pub struct HttpOptions {
     pub stateless: bool,
     /// Largest request body accepted.
     pub max_body_bytes: usize,
+    /// Connections served at once, and how long a request's headers may take.
+    pub connections: ConnectionLimits,
+    /// Sessions kept at once.
+    pub max_sessions: usize,
+    /// How long an unused session lives.
+    pub session_idle: std::time::Duration,
 }
 
 /// Serves MCP on `listener` until `shutdown` is cancelled.
@@ -71,25 +80,64 @@ pub async fn serve_http(
         config.legacy_session_mode = false;
         config.json_response = true;
     }
+    let sessions = Arc::new(BoundedSessions::new(
+        options.max_sessions,
+        options.session_idle,
+    ));
     let service = StreamableHttpService::new(
         move || Ok(SdkboxServer::new(provider.clone(), None)),
-        LocalSessionManager::default().into(),
+        sessions.clone(),
         config,
     );
     let token = Arc::new(options.token);
+    let room = (sessions, options.max_body_bytes);
     let mcp = Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn(session_closed_is_no_content))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(room),
+            sessions_have_room,
+        ))
         .layer(axum::middleware::from_fn_with_state(token, require_token));
     let app = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .merge(mcp);
     tracing::info!("serving MCP on http://{address}/mcp");
     eprintln!("sdkbox: MCP endpoint http://{address}/mcp (health: http://{address}/healthz)");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+    super::listen::serve(listener, app, options.connections, shutdown).await;
+    Ok(())
+}
+
+/// Answers an `initialize` that would need a session with 503 and `Retry-After` when every
+/// session is busy and the cap is reached (a request of an existing session, or one
+/// without a session, goes on).
+async fn sessions_have_room(
+    State(room): State<Arc<(Arc<BoundedSessions>, usize)>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (sessions, max_body) = &*room;
+    let opens_session = request.method() == axum::http::Method::POST
+        && !request.headers().contains_key("mcp-session-id");
+    if !opens_session || sessions.room() {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, *max_body).await else {
+        let mut response =
+            (StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n").into_response();
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return response;
+    };
+    let initialize = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .is_ok_and(|message| message["method"] == "initialize");
+    if initialize {
+        return busy();
+    }
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
         .await
-        .map_err(|e| ServeError(e.to_string()))
 }
 
 /// Answers a session's `DELETE` with 204 instead of rmcp's 202: the session is closed, not

@@ -3,10 +3,13 @@
 
 mod approve;
 mod http;
+mod listen;
+mod sessions;
 mod stdio;
 mod tools;
 
 pub use http::{HttpOptions, serve_http};
+pub use listen::ConnectionLimits;
 
 use std::sync::Arc;
 use std::time::Duration;

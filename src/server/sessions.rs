@@ -1,0 +1,203 @@
+//! MCP sessions over HTTP, bounded: rmcp's `LocalSessionManager` with an idle timeout (a
+//! session nobody uses expires) and a cap on how many live at once. A new session past the
+//! cap evicts the session idle the longest (no request in flight); when every session is
+//! busy, it is refused, and the HTTP layer answers 503 with `Retry-After` before rmcp is
+//! asked (see [`BoundedSessions::room`]).
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_util::Stream;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::WorkerTransport;
+use rmcp::transport::streamable_http_server::SessionManager;
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError, LocalSessionWorker,
+};
+use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId};
+use tokio::time::Instant;
+
+use crate::lock::lock;
+
+/// What one session is doing.
+struct Activity {
+    /// When it last began or ended a request.
+    last: Instant,
+    /// Requests it has in flight.
+    in_flight: usize,
+}
+
+/// Sessions, at most `max` at once.
+pub struct BoundedSessions {
+    inner: LocalSessionManager,
+    max: usize,
+    activity: std::sync::Arc<Mutex<HashMap<SessionId, Activity>>>,
+}
+
+/// Why a session could not be made or used.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionsError {
+    /// rmcp's session manager failed.
+    #[error(transparent)]
+    Local(#[from] LocalSessionManagerError),
+    /// Every session is busy and the cap is reached.
+    #[error("the server has as many sessions as it keeps, all of them busy; retry shortly")]
+    Full,
+}
+
+impl BoundedSessions {
+    /// At most `max` sessions; one unused for `idle` expires.
+    pub fn new(max: usize, idle: Duration) -> Self {
+        let mut inner = LocalSessionManager::default();
+        inner.session_config.keep_alive = Some(idle);
+        Self {
+            inner,
+            max: max.max(1),
+            activity: std::sync::Arc::default(),
+        }
+    }
+
+    /// Whether a new session can be made now: below the cap, or with an idle one to evict.
+    pub fn room(&self) -> bool {
+        let activity = lock(&self.activity);
+        activity.len() < self.max || activity.values().any(|a| a.in_flight == 0)
+    }
+
+    /// The session idle the longest, when the cap is reached and one is idle.
+    fn to_evict(&self) -> Result<Option<SessionId>, SessionsError> {
+        let activity = lock(&self.activity);
+        if activity.len() < self.max {
+            return Ok(None);
+        }
+        activity
+            .iter()
+            .filter(|(_, a)| a.in_flight == 0)
+            .min_by_key(|(_, a)| a.last)
+            .map(|(id, _)| Some(id.clone()))
+            .ok_or(SessionsError::Full)
+    }
+
+    fn touch(&self, id: &SessionId, change: isize) {
+        touch(&self.activity, id, change);
+    }
+
+    /// A stream that counts as a request in flight of session `id` until it ends.
+    fn tracked<S>(&self, id: &SessionId, stream: S) -> Tracked
+    where
+        S: Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+    {
+        self.touch(id, 1);
+        Tracked {
+            inner: Box::pin(stream),
+            id: id.clone(),
+            activity: self.activity.clone(),
+        }
+    }
+}
+
+fn touch(activity: &Mutex<HashMap<SessionId, Activity>>, id: &SessionId, change: isize) {
+    let mut activity = lock(activity);
+    if let Some(entry) = activity.get_mut(id) {
+        entry.last = Instant::now();
+        entry.in_flight = entry.in_flight.saturating_add_signed(change);
+    }
+}
+
+/// A response stream of one request: in flight until it is dropped.
+pub struct Tracked {
+    inner: Pin<Box<dyn Stream<Item = ServerSseMessage> + Send + Sync>>,
+    id: SessionId,
+    activity: std::sync::Arc<Mutex<HashMap<SessionId, Activity>>>,
+}
+
+impl Stream for Tracked {
+    type Item = ServerSseMessage;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx)
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        touch(&self.activity, &self.id, -1);
+    }
+}
+
+impl SessionManager for BoundedSessions {
+    type Error = SessionsError;
+    type Transport = WorkerTransport<LocalSessionWorker>;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        if let Some(oldest) = self.to_evict()? {
+            tracing::info!(session = %oldest, "the session cap is reached: the session idle the longest is closed");
+            self.close_session(&oldest).await?;
+        }
+        let (id, transport) = self.inner.create_session().await?;
+        lock(&self.activity).insert(
+            id.clone(),
+            Activity {
+                last: Instant::now(),
+                in_flight: 0,
+            },
+        );
+        Ok((id, transport))
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        self.touch(id, 0);
+        Ok(self.inner.initialize_session(id, message).await?)
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        Ok(self.inner.has_session(id).await?)
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        lock(&self.activity).remove(id);
+        Ok(self.inner.close_session(id).await?)
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        let stream = self.inner.create_stream(id, message).await?;
+        Ok(self.tracked(id, stream))
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        self.touch(id, 0);
+        Ok(self.inner.accept_message(id, message).await?)
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        // A standing GET stream is not a request: its session may still be evicted.
+        self.touch(id, 0);
+        Ok(self.inner.create_standalone_stream(id).await?)
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.touch(id, 0);
+        Ok(self.inner.resume(id, last_event_id).await?)
+    }
+}
