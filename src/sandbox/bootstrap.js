@@ -529,14 +529,15 @@
 
 
   // The harness: loads the model's module, calls its entry and hands the JSON result to Rust.
-  // An entry the script already ran (the guard module, `sdkbox:entry`, knows) is not called
-  // again: its result is the execution's. `callEntry` is false when the script refers to its
-  // entry itself (the compiler's static rule): then only the script runs it.
-  async function harness(callEntry) {
+  // An entry the script already ran (the guard module, `sdkbox:entry`, knows it by
+  // `guarded`, its name there) is not called again: its result is the execution's.
+  // `callEntry` is false when the script refers to its entry itself (the compiler's static
+  // rule): then only the script runs it.
+  async function harness(callEntry, guarded) {
     let value;
     try {
       const namespace = await import(MODULE_URL);
-      const ran = (await import(GUARD_URL)).outcome();
+      const ran = guarded === null ? undefined : (await import(GUARD_URL)).outcome(guarded);
       const entry = namespace.__sdkbox_entry ?? namespace.default;
       if (ran !== undefined) {
         if ("error" in ran) throw ran.error;

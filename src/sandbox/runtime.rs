@@ -342,12 +342,18 @@ async fn drive(
     runtime
         .load_main_es_module_from_code(&specifier, program.js.clone())
         .await?;
-    let call_entry = {
+    let arguments = {
         deno_core::scope!(scope, runtime);
         let flag: v8::Local<v8::Value> = v8::Boolean::new(scope, program.call_entry).into();
-        v8::Global::new(scope, flag)
+        let name: v8::Local<v8::Value> = match &program.guarded {
+            Some(name) => {
+                v8::String::new(scope, name).map_or_else(|| v8::null(scope).into(), Into::into)
+            }
+            None => v8::null(scope).into(),
+        };
+        [v8::Global::new(scope, flag), v8::Global::new(scope, name)]
     };
-    let call = runtime.call_with_args(harness, &[call_entry]);
+    let call = runtime.call_with_args(harness, &arguments);
     runtime
         .with_event_loop_promise(Box::pin(call), PollEventLoopOptions::default())
         .await?;

@@ -35,6 +35,9 @@ pub struct Program {
     /// Whether the harness calls the entry when the script has not run it: not when the
     /// script refers to the entry itself (see [`entry`]).
     pub call_entry: bool,
+    /// The entry's name in the guard, when it is guarded: the harness asks the guard
+    /// whether it ran.
+    pub guarded: Option<String>,
 }
 
 /// A syntax error, positioned in the model's code.
@@ -63,6 +66,8 @@ const SHALLOW: usize = 64;
 /// nested deeper than [`nesting::MAX_NESTING`] before parsing it, and parses deeply nested
 /// code on a thread with a large stack, so no input can overflow the parser's stack.
 pub fn compile(code: &str) -> Result<Program, SyntaxError> {
+    // The parser drops a byte order mark; offsets into the code must not count it.
+    let code = code.strip_prefix('\u{FEFF}').unwrap_or(code);
     if nesting::deepest(code)? <= SHALLOW {
         return compile_here(code);
     }
@@ -120,8 +125,8 @@ fn compile_here(code: &str) -> Result<Program, SyntaxError> {
 /// entry function (see [`entry`]) is wrapped in the guard that runs it at most once, and
 /// exported for the harness unless the script calls it itself.
 fn compile_module(code: &str, parsed: ParsedSource, lines: &[String]) -> Result<Program, RawError> {
-    if let Some(start) = lone_function(&parsed) {
-        let source = format!("{}export default {}", &code[..start], &code[start..]);
+    if let Some((before, after)) = lone_function(&parsed).and_then(|at| split(code, at)) {
+        let source = format!("{before}export default {after}");
         return emit(parse(&source)?, 0, lines);
     }
     let guard = guard_name();
@@ -131,13 +136,20 @@ fn compile_module(code: &str, parsed: ParsedSource, lines: &[String]) -> Result<
     let (parsed, shifts) = match entry.patches.is_empty() {
         true => (parsed, Vec::new()),
         false => {
-            let (source, shifts) = patched(code, &entry.patches);
+            let (source, shifts) = patched(code, &entry.patches).ok_or_else(|| RawError {
+                message: "the entry function could not be guarded (an offset inside a \
+                          character); rewrite the code as the body of a function"
+                    .to_owned(),
+                line: 1,
+                column: 1,
+            })?;
             (parse(&source)?, shifts)
         }
     };
     let mut program = emit(parsed, 0, lines)?;
     program.shifts = shifts;
     program.call_entry = !entry.script_calls;
+    program.guarded = entry.guarded;
     if let Some(name) = entry.export {
         program
             .js
@@ -162,14 +174,20 @@ fn guard_name() -> String {
     }
 }
 
+/// `code` split at byte `at`, if that is a character boundary.
+fn split(code: &str, at: usize) -> Option<(&str, &str)> {
+    Some((code.get(..at)?, code.get(at..)?))
+}
+
 /// `code` with `patches` inserted (in order of their offsets), and where each insertion
-/// landed, so that positions can be mapped back to the model's columns.
-fn patched(code: &str, patches: &[(usize, String)]) -> (String, Vec<Shift>) {
+/// landed, so that positions can be mapped back to the model's columns; `None` if an offset
+/// is not a character boundary.
+fn patched(code: &str, patches: &[(usize, String)]) -> Option<(String, Vec<Shift>)> {
     let mut text = String::with_capacity(code.len() + 128);
     let mut shifts = Vec::new();
     let mut from = 0;
     for (at, insert) in patches {
-        text.push_str(&code[from..*at]);
+        text.push_str(code.get(from..*at)?);
         let line_start = text.rfind('\n').map_or(0, |i| i + 1);
         shifts.push(Shift {
             line: text.matches('\n').count() as u32 + 1,
@@ -179,8 +197,8 @@ fn patched(code: &str, patches: &[(usize, String)]) -> (String, Vec<Shift>) {
         text.push_str(insert);
         from = *at;
     }
-    text.push_str(&code[from..]);
-    (text, shifts)
+    text.push_str(code.get(from..)?);
+    Some((text, shifts))
 }
 
 /// Text sdkbox inserted into a line of the model's code: from `column` (1-based), `length`
@@ -347,6 +365,7 @@ fn emit(parsed: ParsedSource, line_offset: u32, lines: &[String]) -> Result<Prog
         shifts: Vec::new(),
         lines: lines.to_vec(),
         call_entry: true,
+        guarded: None,
     })
 }
 
@@ -470,6 +489,18 @@ mod tests {
             "{}",
             arrow.js
         );
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_counted_in_offsets() {
+        for code in [
+            "\u{FEFF}async function main() { return 1 }",
+            "\u{FEFF}async function main() { return 'é' }",
+            "\u{FEFF}async (api) => 'é'",
+        ] {
+            let program = compile(code).unwrap();
+            assert!(program.call_entry, "{}", program.js);
+        }
     }
 
     #[test]

@@ -124,6 +124,60 @@ async fn every_entry_shape_creates_one_customer_and_asks_once() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
+/// Shapes where the script asks for a second run of a guarded function: the write goes out
+/// once and the second call fails with the guard's error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_call_of_a_guarded_function_fails_and_sends_nothing() {
+    let demo = demo("", ApprovalArgs::default()).await;
+    let create = |name: &str| {
+        format!(
+            "return await api.customers.create({{ name: \"{name}\", email: \"{name}@example.com\" }});"
+        )
+    };
+    let shapes = [
+        (
+            "a default export that calls main, and main called too",
+            format!(
+                "async function main() {{ {} }}\nexport default async function () {{ return main(); }}\nawait main();",
+                create("guard-inner")
+            ),
+            "guard-inner",
+        ),
+        (
+            "an overloaded main called twice",
+            format!(
+                "function main(): Promise<unknown>;\nasync function main(): Promise<unknown> {{ {} }}\nawait main();\nawait main();",
+                create("guard-overload")
+            ),
+            "guard-overload",
+        ),
+        (
+            "a helper named run called twice",
+            format!(
+                "async function run(n: number) {{ {} }}\nasync function main() {{ await run(1); await run(2); }}",
+                create("guard-helper")
+            ),
+            "guard-helper",
+        ),
+    ];
+    for (shape, code, name) in shapes {
+        let yes = human(
+            Answer::Approve {
+                by: "the user".into(),
+            },
+            Duration::ZERO,
+        );
+        let outcome = demo.run_with(&code, Some(yes.clone()), false).await;
+        let error = outcome
+            .error
+            .clone()
+            .unwrap_or_else(|| panic!("{shape}: {outcome:?}"));
+        assert!(error.message.contains("second time"), "{shape}: {error:?}");
+        assert_eq!(demo.customers_named(name).await, 1, "{shape}");
+        assert_eq!(yes.asked.load(Ordering::SeqCst), 1, "{shape}");
+    }
+}
+
 /// A script with an allowed write first, then `n` writes that each need approval.
 fn chained_writes(tag: &str, n: usize) -> String {
     let mut code = "const out = [await api.orders.create({ customer: 'cus_001', items: [{ \
