@@ -322,7 +322,7 @@ fn declared<'a>(body: &'a [ModuleItem], name: &str) -> Option<Candidate<'a>> {
 }
 
 /// The binding a declaration makes that `matches`.
-fn binding<'a>(decl: &'a Decl, matches: impl Fn(&Ident) -> bool) -> Option<&'a Ident> {
+fn binding(decl: &Decl, matches: impl Fn(&Ident) -> bool) -> Option<&Ident> {
     match decl {
         Decl::Fn(f) if matches(&f.ident) => Some(&f.ident),
         Decl::Var(var) => var.decls.iter().find_map(|d| match &d.name {
