@@ -25,9 +25,9 @@ use serde::Deserialize;
 use subtle::ConstantTimeEq;
 use tokio::time::Instant;
 
-use super::ask::{Answer, AnswerFuture, Approver, Ask, Fingerprint, random_hex};
+use super::ask::{Answer, AnswerFuture, Approver, Ask, random_hex};
 use super::caller::Caller;
-use super::journal::SharedJournal;
+use super::journal::Key;
 use super::store::{GRANT_LIFETIME, Granted, Store};
 
 /// The channel's name in logs.
@@ -53,7 +53,7 @@ struct Inner {
 
 struct Waiting {
     ask: Ask,
-    fingerprint: Fingerprint,
+    key: Key,
     caller: Caller,
     code: String,
     token: String,
@@ -98,13 +98,7 @@ impl ApprovalPage {
     }
 
     /// Puts a request on the page, or finds it there; returns its link, or why it cannot.
-    fn put(
-        &self,
-        ask: Ask,
-        fingerprint: Fingerprint,
-        caller: &Caller,
-        code: &str,
-    ) -> Result<String, String> {
+    fn put(&self, ask: Ask, key: Key, caller: &Caller, code: &str) -> Result<String, String> {
         let mut waiting = lock(&self.inner.waiting);
         let now = Instant::now();
         waiting.retain(|_, w| now.duration_since(w.since) < GRANT_LIFETIME);
@@ -114,7 +108,7 @@ impl ApprovalPage {
                 w.decided.is_none()
                     && w.caller == *caller
                     && w.code == code
-                    && w.fingerprint == fingerprint
+                    && w.key.fingerprint == key.fingerprint
             })
             .map(|(id, _)| id.clone());
         let id = match found {
@@ -135,7 +129,7 @@ impl ApprovalPage {
                     id.clone(),
                     Waiting {
                         ask,
-                        fingerprint,
+                        key,
                         caller: caller.clone(),
                         code: code.to_owned(),
                         token,
@@ -156,36 +150,50 @@ impl ApprovalPage {
                 .get(name)
                 .and_then(|v: &HeaderValue| v.to_str().ok())
         };
-        let host_ok = text(header::HOST.as_str()).is_some_and(|h| {
-            h == self.inner.host || h == self.inner.host.replacen("127.0.0.1", "localhost", 1)
-        });
         let origin_ok = text(header::ORIGIN.as_str()).is_none_or(|o| {
             o == self.inner.origin || o == self.inner.origin.replacen("127.0.0.1", "localhost", 1)
         });
         let site_ok = text("sec-fetch-site").is_none_or(|s| s == "same-origin" || s == "none");
-        host_ok && origin_ok && site_ok
+        self.own_host(headers) && origin_ok && site_ok
+    }
+
+    /// Whether a request names the page's own host (no DNS rebinding).
+    fn own_host(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|h| {
+                h == self.inner.host || h == self.inner.host.replacen("127.0.0.1", "localhost", 1)
+            })
+    }
+
+    /// Whether a request may show the page: from the page itself, or a top-level navigation
+    /// from anywhere (a link in a chat client's web page), which reads the page and can
+    /// decide nothing (the form's POST keeps every check); never inside a frame.
+    fn may_show(&self, headers: &HeaderMap) -> bool {
+        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let navigation = text("sec-fetch-mode") == Some("navigate")
+            && text("sec-fetch-dest").is_none_or(|d| d == "document");
+        self.same_origin(headers) || (self.own_host(headers) && navigation)
     }
 }
 
 /// The page as an approver: the call fails at once with the link, and the decision waits
-/// for the re-run. The run's journal becomes its code's chain first, so that the re-run
-/// answers the writes it sent instead of sending them again.
+/// for the re-run (the gate has made the run's journal its code's chain first, so that the
+/// re-run answers the writes it sent instead of sending them again).
 pub struct PageApprover {
     page: ApprovalPage,
     caller: Caller,
     code: String,
-    journal: SharedJournal,
 }
 
 impl PageApprover {
-    /// Asks on `page` for `caller`'s run of the code with this digest, whose writes are in
-    /// `journal`.
-    pub fn new(page: ApprovalPage, caller: Caller, code: &str, journal: SharedJournal) -> Self {
+    /// Asks on `page` for `caller`'s run of the code with this digest.
+    pub fn new(page: ApprovalPage, caller: Caller, code: &str) -> Self {
         Self {
             page,
             caller,
             code: code.to_owned(),
-            journal,
         }
     }
 }
@@ -195,14 +203,9 @@ impl Approver for PageApprover {
         CHANNEL
     }
 
-    fn ask(&self, ask: Ask, fingerprint: Fingerprint, _timeout: Duration) -> AnswerFuture {
+    fn ask(&self, ask: Ask, key: Key, _timeout: Duration) -> AnswerFuture {
         let what = ask.request.what();
-        let store = &self.page.inner.store;
-        let kept = store
-            .publish(&self.caller, &self.code, &self.journal)
-            .map_err(|full| full.to_string())
-            .and_then(|_| self.page.put(ask, fingerprint, &self.caller, &self.code));
-        let answer = match kept {
+        let answer = match self.page.put(ask, key, &self.caller, &self.code) {
             Ok(link) => Answer::Later {
                 message: format!(
                     "{what} needs the user's approval and was not sent. Show the user this link \
@@ -222,10 +225,10 @@ async fn show(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if !page.same_origin(&headers) {
+    if !page.may_show(&headers) {
         return refused(
             StatusCode::FORBIDDEN,
-            "This page only answers its own address.",
+            "This page only answers its own address, and links opened in a browser tab.",
         );
     }
     let waiting = lock(&page.inner.waiting);
@@ -315,21 +318,13 @@ async fn decide(
         return refused(StatusCode::CONFLICT, "This request was already decided.");
     }
     let (granted, decided, said) = match form.decision.as_str() {
-        "approve" => (
-            Granted::One(item.fingerprint.clone()),
-            "approved",
-            "Approved",
-        ),
+        "approve" => (Granted::One(item.key.clone()), "approved", "Approved"),
         "approve_all" => (
             Granted::All,
             "approved, with every write of this execution",
             "Approved, with every write of this execution",
         ),
-        "deny" => (
-            Granted::Denied(item.fingerprint.clone()),
-            "denied",
-            "Denied",
-        ),
+        "deny" => (Granted::Denied(item.key.clone()), "denied", "Denied"),
         _ => return refused(StatusCode::BAD_REQUEST, "Unknown decision."),
     };
     if let Err(full) = page

@@ -64,6 +64,7 @@ pub async fn demo_with_page(policy: &str) -> (Demo, Approvals) {
 pub async fn run(demo: &Demo, approvals: &Approvals, code: &str) -> Outcome {
     let round = approvals
         .begin(&demo.caller(), code, false, Channel::Page)
+        .await
         .unwrap();
     let limits = ExecLimits::default();
     let outcome = demo
@@ -183,6 +184,19 @@ async fn the_page_refuses_forms_from_other_sites_and_wrong_tokens() {
         .await
         .unwrap();
     assert_eq!(rebound.status(), 403);
+    // A link opened from another site's page (a chat client's) shows the page; a fetch or a
+    // frame from there does not.
+    let opened = |mode: &'static str, dest: &'static str| {
+        client
+            .get(&url)
+            .header("sec-fetch-site", "cross-site")
+            .header("sec-fetch-mode", mode)
+            .header("sec-fetch-dest", dest)
+            .send()
+    };
+    assert_eq!(opened("navigate", "document").await.unwrap().status(), 200);
+    assert_eq!(opened("cors", "empty").await.unwrap().status(), 403);
+    assert_eq!(opened("navigate", "iframe").await.unwrap().status(), 403);
     let rerun = run(&demo, &page, &code).await;
     assert_eq!(decision(&rerun), "awaiting_approval");
 }
