@@ -138,8 +138,9 @@ pub type AnswerFuture = Pin<Box<dyn Future<Output = Answer> + Send>>;
 pub trait Approver: Send + Sync {
     /// The channel's name, for the log and the audit file.
     fn channel(&self) -> &'static str;
-    /// Asks about one request; `timeout` is how long the human has.
-    fn ask(&self, ask: Ask, fingerprint: Fingerprint, timeout: Duration) -> AnswerFuture;
+    /// Asks about one request (`key`: which write of the run it is); `timeout` is how long
+    /// the human has.
+    fn ask(&self, ask: Ask, key: super::journal::Key, timeout: Duration) -> AnswerFuture;
 }
 
 #[cfg(test)]

@@ -4,21 +4,9 @@
 
 use std::sync::Arc;
 
-use super::ask::Fingerprint;
 use super::audit::{self, AuditLog, Subject};
-use super::journal::{Fate, SharedJournal};
+use super::journal::{Claimed, Fate};
 use crate::egress::{Attempt, Dispatch, Pending, Reached, ScriptResponse};
-use crate::lock::lock;
-
-/// A write claimed in a chain's journal.
-pub struct Claimed {
-    /// The chain's journal.
-    pub journal: SharedJournal,
-    /// The write.
-    pub fingerprint: Fingerprint,
-    /// Which of the run's identical writes it is.
-    pub occurrence: u32,
-}
 
 /// Follows one request let through.
 pub struct Follow {
@@ -76,8 +64,7 @@ impl Dispatch for Follow {
 
     fn delivered(&mut self, response: &ScriptResponse) {
         if let Some(claimed) = self.claimed.take() {
-            let fate = Fate::Answered(response.clone());
-            lock(&claimed.journal).settle(&claimed.fingerprint, claimed.occurrence, Some(fate));
+            claimed.settle(Some(Fate::Answered(response.clone())));
         }
     }
 }
@@ -100,6 +87,6 @@ impl Drop for Follow {
             };
             Fate::Unknown(why)
         });
-        lock(&claimed.journal).settle(&claimed.fingerprint, claimed.occurrence, fate);
+        claimed.settle(fate);
     }
 }

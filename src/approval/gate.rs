@@ -1,22 +1,21 @@
 //! One execution's checkpoint: it classifies each request by what is sent, answers a write
 //! of a chain that an earlier run sent from the journal, asks a human when a rule says
-//! `approve`, keeps a dry run's plan, and writes every decision about a write to the audit
-//! file before anything leaves.
+//! `approve` (`human.rs`), keeps a dry run's plan, and writes every decision about a write to
+//! the audit file before anything leaves.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
-use super::ask::{Answer, Approver, Ask, Fingerprint, random_hex};
+use super::ask::{Approver, Ask, Fingerprint, random_hex};
 use super::audit::{self, Subject};
 use super::caller::{Caller, code_digest};
-use super::follow::{Claimed, Follow};
-use super::journal::{self, Claim, Fate, SharedJournal};
-use super::shown::{MAX_QUESTION, Shown};
+use super::follow::Follow;
+use super::journal::{self, Claimed, Fate, Found, Key, SharedJournal};
+use super::shown::Shown;
 use super::states::Carried;
-use super::store::Standing;
-use super::{Approvals, Classified, Planned, Rule, Rules, dry_run, page};
+use super::{Approvals, Classified, Planned, Rule, Rules, dry_run};
 use crate::deadline::Deadline;
 use crate::egress::{
     Checkpoint, Decided, Decision, Note, Outgoing, Pending, Refusal, Scrubber, Verdict, WITHHELD,
@@ -33,67 +32,75 @@ const MAX_PLANNED_BODY: usize = 300;
 /// Approvals waiting outside the execution that one outcome lists.
 const MAX_LISTED_APPROVALS: usize = 5;
 
+/// A question asked outside the execution: what the human sees, which write it is about, and
+/// what the model was told.
+#[derive(Debug, Clone)]
+pub struct Deferred {
+    /// The question.
+    pub ask: Ask,
+    /// The write.
+    pub key: Key,
+    /// What the model was told.
+    pub message: String,
+}
+
+/// The journal of a run that belongs (or may come to belong) to a chain.
+pub(super) struct Chained {
+    /// The journal the run writes to.
+    pub journal: SharedJournal,
+    /// Whether it is the chain's, kept in the store (else it is published before the first
+    /// question asked outside the execution).
+    pub published: bool,
+}
+
 /// One execution's gate.
 pub struct Gate {
-    approvals: Approvals,
-    caller: Caller,
-    approver: Option<Arc<dyn Approver>>,
-    execution: String,
-    code: String,
+    pub(super) approvals: Approvals,
+    pub(super) caller: Caller,
+    pub(super) approver: Option<Arc<dyn Approver>>,
+    pub(super) execution: String,
+    pub(super) code: String,
     dry_run: bool,
-    /// The journal of the chain this run belongs to, when its approvals can come from
-    /// outside the execution (the page, a 2026-07-28 retry).
-    journal: Option<SharedJournal>,
-    state: Mutex<State>,
+    /// The run's chain, when its approvals can come from outside the execution (the page, a
+    /// 2026-07-28 retry).
+    pub(super) chain: Option<Mutex<Chained>>,
+    pub(super) state: Mutex<State>,
 }
 
 #[derive(Default)]
-struct State {
+pub(super) struct State {
     /// What earlier rounds handed over, and the channel their decisions came through.
-    carried: Carried,
-    carried_channel: String,
+    pub carried: Carried,
+    pub carried_channel: String,
     /// Why the decisions of earlier rounds are asked again, if they are.
-    asked_again: Option<String>,
+    pub asked_again: Option<String>,
     /// Who approved every write of this run, and through which channel.
-    all_approved: Option<(String, String)>,
-    /// Identical writes of this run so far, by fingerprint.
+    pub all_approved: Option<(String, String)>,
+    /// Identical writes of this run so far, by fingerprint, and writes to each place.
     occurrences: HashMap<Fingerprint, u32>,
+    slots: HashMap<String, u32>,
     plan: Vec<Planned>,
     plan_dropped: usize,
-    waiting: Vec<(Ask, Fingerprint, String)>,
+    pub waiting: Vec<Deferred>,
     /// Time the execution has spent waiting for humans (one or more at once): all its waits
     /// together stay within the approval timeout, so that many waits, one after another or
     /// overlapping, cannot stretch its deadline further.
-    waited: std::time::Duration,
+    pub waited: std::time::Duration,
     /// Waits going on now, and since when there has been one.
-    waits: usize,
-    waiting_since: Option<tokio::time::Instant>,
+    pub waits: usize,
+    pub waiting_since: Option<tokio::time::Instant>,
 }
-
-impl State {
-    /// Waiting time used so far, the wait going on included.
-    fn waited_now(&self) -> std::time::Duration {
-        self.waited
-            + self
-                .waiting_since
-                .map_or(std::time::Duration::ZERO, |t| t.elapsed())
-    }
-}
-
-/// What `approve` found: the verdict, who decided and through which channel, and the
-/// message of a refusal.
-type Approval = (Verdict, Option<String>, Option<String>, Option<String>);
 
 impl Gate {
     /// The gate of one run of `code` by `caller`; `approver` is the channel to a human, if the
-    /// client has one; `journal` is the chain's, when approvals may come from outside the
-    /// execution.
+    /// client has one; `chain` holds the run's journal, when approvals may come from outside
+    /// the execution.
     pub(super) fn new(
         approvals: Approvals,
         caller: Caller,
         code: &str,
         approver: Option<Arc<dyn Approver>>,
-        journal: Option<SharedJournal>,
+        chain: Option<Chained>,
         dry_run: bool,
     ) -> Self {
         let code = code_digest(&caller, code);
@@ -105,7 +112,7 @@ impl Gate {
             execution: random_hex(4).unwrap_or_else(|| "unknown".to_owned()),
             code,
             dry_run,
-            journal,
+            chain: chain.map(Mutex::new),
             state: Mutex::default(),
         }
     }
@@ -144,11 +151,15 @@ impl Gate {
             denied: state.carried.denied.clone(),
             all: state.all_approved.as_ref().map(|(by, _)| by.clone()),
             journal: self
-                .journal
-                .as_ref()
-                .map(|j| lock(j).snapshot())
+                .journal()
+                .map(|j| lock(&j).snapshot())
                 .unwrap_or_default(),
         }
+    }
+
+    /// The journal this run writes to, if it is in a chain.
+    pub(super) fn journal(&self) -> Option<SharedJournal> {
+        self.chain.as_ref().map(|c| lock(c).journal.clone())
     }
 
     /// The digest of this execution's code and caller.
@@ -162,9 +173,8 @@ impl Gate {
         (state.plan.clone(), state.plan_dropped)
     }
 
-    /// Requests whose decision was asked for outside this execution: what the human sees,
-    /// the request's fingerprint and what the model was told.
-    pub fn waiting(&self) -> Vec<(Ask, Fingerprint, String)> {
+    /// Questions asked outside this execution.
+    pub fn waiting(&self) -> Vec<Deferred> {
         lock(&self.state).waiting.clone()
     }
 
@@ -174,17 +184,26 @@ impl Gate {
             .waiting
             .iter()
             .take(MAX_LISTED_APPROVALS)
-            .map(|(_, _, message)| cut(message, 600))
+            .map(|deferred| cut(&deferred.message, 600))
             .collect()
     }
 
-    /// Which of this run's identical writes this one is.
-    fn occurrence(&self, fingerprint: &Fingerprint) -> u32 {
+    /// Which write of the run this is: exactly, and by its place in the code.
+    fn key(&self, fingerprint: Fingerprint, slot: String) -> Key {
         let mut state = lock(&self.state);
-        let count = state.occurrences.entry(fingerprint.clone()).or_default();
-        let occurrence = *count;
-        *count += 1;
-        occurrence
+        let next = |count: &mut u32| {
+            let n = *count;
+            *count += 1;
+            n
+        };
+        let occurrence = next(state.occurrences.entry(fingerprint.clone()).or_default());
+        let slot_occurrence = next(state.slots.entry(slot.clone()).or_default());
+        Key {
+            fingerprint,
+            occurrence,
+            slot,
+            slot_occurrence,
+        }
     }
 
     /// What every line of the audit file about this request says it is about.
@@ -209,6 +228,69 @@ impl Gate {
         }
     }
 
+    /// A write of a chain, looked up in its journal: answered (an earlier run sent it),
+    /// refused (its fate is unknown, another run sends it now, the chain is full), or
+    /// claimed for this run.
+    fn consult_journal(
+        &self,
+        key: &Key,
+        note: &dyn Fn(Verdict, &str) -> Note,
+        what: &dyn Fn() -> String,
+    ) -> Result<Option<Claimed>, Box<Decision>> {
+        let Some(journal) = self.journal() else {
+            return Ok(None);
+        };
+        let decision = match journal::claim(&journal, key.clone()) {
+            Found::New(claimed) => return Ok(Some(claimed)),
+            Found::Sent(Fate::Answered(response)) => Decision::Answer(
+                note(Verdict::Replayed, "an earlier run of this code sent it"),
+                response,
+            ),
+            Found::SentOtherwise(Fate::Answered(response)) => Decision::Answer(
+                note(
+                    Verdict::Replayed,
+                    "an earlier run of this code sent the write at this point of the code, \
+                     with other bytes (a timestamp or random value in it?); not sent again",
+                ),
+                response,
+            ),
+            Found::Sent(Fate::Unknown(why)) | Found::SentOtherwise(Fate::Unknown(why)) => {
+                Decision::Refuse(
+                    note(Verdict::Replayed, "an earlier run of this code sent it"),
+                    format!(
+                        "{} was sent by an earlier run of this code, and no response came back \
+                         ({why}); the provider may have acted on it, so it is not sent again. \
+                         Check the provider's state (get or list what it would have changed) \
+                         before deciding what to do",
+                        what()
+                    ),
+                )
+            }
+            Found::InFlight => Decision::Refuse(
+                note(
+                    Verdict::Denied,
+                    "another run of this code is sending it now",
+                ),
+                format!(
+                    "{} is being sent right now by another run of this code; it was not sent \
+                     twice. Run the code again once that run has finished: this write will then \
+                     be answered with its response",
+                    what()
+                ),
+            ),
+            Found::Full => Decision::Refuse(
+                note(Verdict::Denied, "the chain keeps as many writes as it may"),
+                format!(
+                    "{} was not sent: the runs of this code have sent {} writes, as many as \
+                     sdkbox keeps to answer re-runs with. Change the code to start a new run",
+                    what(),
+                    journal::MAX_JOURNAL_ENTRIES
+                ),
+            ),
+        };
+        Err(Box::new(decision))
+    }
+
     async fn decide_now(
         &self,
         request: Outgoing<'_>,
@@ -224,13 +306,6 @@ impl Gate {
         } = self.approvals.rules.classify(request.method, request.url);
         let write = is_write(request.method);
         let url = request.url.to_string();
-        let note = |decision, by: Option<String>, channel: Option<String>| Note {
-            rule,
-            decision,
-            because: because.clone(),
-            by,
-            channel,
-        };
         let fingerprint = Fingerprint::of(
             operation.as_deref(),
             request.method,
@@ -238,6 +313,13 @@ impl Gate {
             request.headers,
             request.body,
         );
+        let note = |decision, by: Option<String>, channel: Option<String>| Note {
+            rule,
+            decision,
+            because: because.clone(),
+            by,
+            channel,
+        };
         let shown = || {
             let shown = Shown::new(
                 operation.clone(),
@@ -259,80 +341,59 @@ impl Gate {
                 ..scrubber.scrub_all(shown, withheld)
             }
         };
-        // A write of a chain that an earlier run sent is answered from the journal.
+        let place = operation
+            .clone()
+            .unwrap_or_else(|| request.url.path().to_owned());
+        let key = self.key(fingerprint.clone(), format!("{} {place}", request.method));
         let mut claimed = None;
-        let mut decision = None;
-        if let Some(journal) = &self.journal
-            && write
-            && rule != Rule::Deny
-            && !self.dry_run
-        {
-            let occurrence = self.occurrence(&fingerprint);
-            match journal::claim(journal, &fingerprint, occurrence) {
-                Claim::New => {
-                    claimed = Some(Claimed {
-                        journal: journal.clone(),
-                        fingerprint: fingerprint.clone(),
-                        occurrence,
-                    })
-                }
-                Claim::Sent(Fate::Answered(response)) => {
-                    decision = Some(Decision::Answer(
-                        note(Verdict::Replayed, None, None),
-                        response,
-                    ))
-                }
-                Claim::Sent(Fate::Unknown(why)) => {
-                    let message = format!(
-                        "{} was sent by an earlier run of this code, and no response came back \
-                         ({why}); the provider may have acted on it, so it is not sent again. \
-                         Check the provider's state (get or list what it would have changed) \
-                         before deciding what to do",
-                        shown().what()
-                    );
-                    decision = Some(Decision::Refuse(
-                        note(Verdict::Replayed, None, None),
-                        message,
-                    ))
-                }
-                Claim::InFlight => {
-                    let message = format!(
-                        "{} is being sent right now by another run of this code; it was not \
-                         sent twice. Run the code again once that run has finished: this write \
-                         will then be answered with its response",
-                        shown().what()
-                    );
-                    decision = Some(Decision::Refuse(note(Verdict::Denied, None, None), message))
-                }
-            }
-        }
-        let decision = match decision {
-            Some(decision) => decision,
-            None if rule == Rule::Deny => {
-                let message = format!(
-                    "{} is denied by the approval rules ({because}); it was not sent. Do not \
-                     retry it; tell the user it is not allowed here",
-                    shown().what()
-                );
-                Decision::Refuse(note(Verdict::Denied, None, None), message)
-            }
-            None if self.dry_run && write => {
-                self.add_to_plan(shown(), rule);
-                let op = index.and_then(|i| self.approvals.rules.operation(i));
-                Decision::Answer(
-                    note(Verdict::DryRun, None, None),
-                    dry_run::placeholder(op, &url),
-                )
-            }
-            None if rule == Rule::Allow => Decision::Send(note(Verdict::Allowed, None, None)),
-            None => {
-                let (verdict, by, channel, message) = self
-                    .approve(shown(), write, &because, &fingerprint, deadline, cancel)
-                    .await;
-                let note = note(verdict, by, channel);
-                match message {
-                    None => Decision::Send(note),
-                    Some(message) => Decision::Refuse(note, message),
+        let consulted = match write && rule != Rule::Deny && !self.dry_run {
+            true => self.consult_journal(
+                &key,
+                &|decision, why| Note {
+                    because: why.to_owned(),
+                    ..note(decision, None, None)
+                },
+                &|| shown().what(),
+            ),
+            false => Ok(None),
+        };
+        let decision = match consulted {
+            Err(decision) => *decision,
+            Ok(claim) => {
+                claimed = claim;
+                match rule {
+                    Rule::Deny => {
+                        let message = format!(
+                            "{} is denied by the approval rules ({because}); it was not sent. \
+                             Do not retry it; tell the user it is not allowed here",
+                            shown().what()
+                        );
+                        Decision::Refuse(note(Verdict::Denied, None, None), message)
+                    }
+                    _ if self.dry_run && write => {
+                        self.add_to_plan(shown(), rule);
+                        let op = index.and_then(|i| self.approvals.rules.operation(i));
+                        Decision::Answer(
+                            note(Verdict::DryRun, None, None),
+                            dry_run::placeholder(op, &url),
+                        )
+                    }
+                    Rule::Allow => Decision::Send(note(Verdict::Allowed, None, None)),
+                    Rule::Approve => {
+                        let asking = super::human::Asking {
+                            shown: shown(),
+                            write,
+                            because: &because,
+                            key: &key,
+                        };
+                        let (verdict, by, channel, message) =
+                            self.approve(asking, deadline, cancel).await;
+                        let note = note(verdict, by, channel);
+                        match message {
+                            None => Decision::Send(note),
+                            Some(message) => Decision::Refuse(note, message),
+                        }
+                    }
                 }
             }
         };
@@ -352,10 +413,9 @@ impl Gate {
             }
             None => decision,
         };
+        // A claim of a write that is not sent is released when dropped, here.
         let sends = matches!(decision, Decision::Send(_));
-        if !sends && let Some(claimed) = claimed.take() {
-            lock(&claimed.journal).settle(&claimed.fingerprint, claimed.occurrence, None);
-        }
+        let claimed = claimed.filter(|_| sends);
         let dispatch: Option<Box<dyn crate::egress::Dispatch>> = (sends
             && (audit.is_some() || claimed.is_some()))
         .then(|| Box::new(Follow::new(audit, claimed)) as Box<dyn crate::egress::Dispatch>);
@@ -376,188 +436,6 @@ impl Gate {
             request: shown.preview(MAX_PLANNED_BODY),
             policy: rule,
         });
-    }
-
-    /// Finds or asks for a human's decision; a message means the request is refused.
-    async fn approve(
-        &self,
-        shown: Shown,
-        write: bool,
-        because: &str,
-        fingerprint: &Fingerprint,
-        deadline: &Deadline,
-        cancel: &CancellationToken,
-    ) -> Approval {
-        let what = shown.what();
-        let denied = |by: &str, channel: &str| {
-            format!(
-                "{what} was denied by {by} through {channel}; it was not sent. Do not retry it \
-                 unless the user asks"
-            )
-        };
-        if let Some(found) = self.carried_decision(write, fingerprint, &denied) {
-            return found;
-        }
-        if !shown.whole() {
-            let message = format!(
-                "{what} is too large to show a human whole ({} characters of URL, headers and \
-                 body as shown, over {MAX_QUESTION}), and nobody approves what they cannot read; \
-                 it was not sent. Send smaller requests",
-                shown.size()
-            );
-            return (Verdict::Denied, None, None, Some(message));
-        }
-        let on_page = || Some(page::CHANNEL.to_owned());
-        match self
-            .approvals
-            .store
-            .take(&self.caller, &self.code, fingerprint, write)
-        {
-            Standing::Approved(by) => return (Verdict::Approved, Some(by), on_page(), None),
-            Standing::ApprovedAll(by) => {
-                lock(&self.state).all_approved = Some((by.clone(), page::CHANNEL.into()));
-                return (Verdict::Approved, Some(by), on_page(), None);
-            }
-            Standing::Denied(by) => {
-                let message = denied(&by, page::CHANNEL);
-                return (Verdict::Denied, Some(by), on_page(), Some(message));
-            }
-            Standing::Open => {}
-        }
-        let Some(approver) = &self.approver else {
-            let message = format!(
-                "{what} needs a human's approval ({because}), and this client offers no way to \
-                 ask one (no MCP elicitation, and no approval page). It was not sent. Tell the \
-                 user; the operator can allow it in the provider file's [policy] or with --writes"
-            );
-            return (Verdict::NoChannel, None, None, Some(message));
-        };
-        let because = match &lock(&self.state).asked_again {
-            Some(why) => format!("{because}; asked again because {why}"),
-            None => because.to_owned(),
-        };
-        let ask = Ask::new(&self.execution, shown, &because);
-        self.ask(approver, ask, write, fingerprint, deadline, cancel, &denied)
-            .await
-    }
-
-    /// A decision an earlier round handed over, or "every write" approved in this run.
-    fn carried_decision(
-        &self,
-        write: bool,
-        fingerprint: &Fingerprint,
-        denied: &(dyn Fn(&str, &str) -> String + Sync),
-    ) -> Option<Approval> {
-        // An explicit denial wins over any approval, "every write" included.
-        let mut state = lock(&self.state);
-        let channel = state.carried_channel.clone();
-        if let Some((_, by)) = state.carried.denied.iter().find(|(f, _)| f == fingerprint) {
-            let message = denied(by, &channel);
-            return Some((
-                Verdict::Denied,
-                Some(by.clone()),
-                Some(channel),
-                Some(message),
-            ));
-        }
-        if write && let Some((by, channel)) = state.all_approved.clone() {
-            return Some((Verdict::Approved, Some(by), Some(channel), None));
-        }
-        let at = state
-            .carried
-            .approved
-            .iter()
-            .position(|g| g == fingerprint)?;
-        state.carried.approved.remove(at);
-        Some((
-            Verdict::Approved,
-            Some("the user".into()),
-            Some(channel),
-            None,
-        ))
-    }
-
-    /// Puts the question to `approver`, with the deadline held, within what is left of the
-    /// execution's approval timeout.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "one question's parts; a struct would only rename them"
-    )]
-    async fn ask(
-        &self,
-        approver: &Arc<dyn Approver>,
-        ask: Ask,
-        write: bool,
-        fingerprint: &Fingerprint,
-        deadline: &Deadline,
-        cancel: &CancellationToken,
-        denied: &(dyn Fn(&str, &str) -> String + Sync),
-    ) -> Approval {
-        let what = ask.request.what();
-        let channel = approver.channel().to_owned();
-        let total = self.approvals.timeout;
-        let timeout = total.saturating_sub(lock(&self.state).waited_now());
-        let timed_out = || {
-            let message = format!(
-                "{what} got no human's approval through {channel} within the approval timeout \
-                 ({} s for all the approvals of one execution); it was not sent",
-                total.as_secs()
-            );
-            (
-                Verdict::TimedOut,
-                None,
-                Some(channel.clone()),
-                Some(message),
-            )
-        };
-        if timeout.is_zero() {
-            // The execution has used up its waiting time: nobody is asked any more.
-            return timed_out();
-        }
-        let answer = {
-            let _hold = deadline.hold();
-            let _counted = Waiting::start(&self.state);
-            let asked = approver.ask(ask.clone(), fingerprint.clone(), timeout);
-            tokio::select! {
-                answer = tokio::time::timeout(timeout, asked) => answer.ok(),
-                _ = cancel.cancelled() => {
-                    let message = format!(
-                        "{what} was waiting for approval when the execution was cancelled; it \
-                         was not sent"
-                    );
-                    return (Verdict::Denied, None, Some(channel), Some(message));
-                }
-            }
-        };
-        match answer {
-            None => timed_out(),
-            Some(Answer::Approve { by }) => (Verdict::Approved, Some(by), Some(channel), None),
-            Some(Answer::ApproveAll { by }) => {
-                if write {
-                    lock(&self.state).all_approved = Some((by.clone(), channel.clone()));
-                }
-                (Verdict::Approved, Some(by), Some(channel), None)
-            }
-            Some(Answer::Deny { by }) => {
-                let message = denied(&by, &channel);
-                (Verdict::Denied, Some(by), Some(channel), Some(message))
-            }
-            Some(Answer::Later { message }) => {
-                lock(&self.state)
-                    .waiting
-                    .push((ask, fingerprint.clone(), message.clone()));
-                (
-                    Verdict::AwaitingApproval,
-                    None,
-                    Some(channel),
-                    Some(message),
-                )
-            }
-            Some(Answer::Unavailable { message }) => {
-                let message = format!("{what} was not sent: {message}");
-                (Verdict::NoChannel, None, Some(channel), Some(message))
-            }
-        }
     }
 
     /// Writes a write that egress refused before asking to the audit file.
@@ -606,34 +484,6 @@ impl Checkpoint for Gate {
 
     fn refused<'a>(&'a self, refusal: Refusal<'a>, scrubber: &'a Scrubber) -> Pending<'a, ()> {
         Box::pin(self.refused_now(refusal, scrubber))
-    }
-}
-
-/// Counts one wait for a human into the execution's waiting time, however the wait ends.
-struct Waiting<'a> {
-    state: &'a Mutex<State>,
-}
-
-impl<'a> Waiting<'a> {
-    fn start(state: &'a Mutex<State>) -> Self {
-        let mut locked = lock(state);
-        if locked.waits == 0 {
-            locked.waiting_since = Some(tokio::time::Instant::now());
-        }
-        locked.waits += 1;
-        Self { state }
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        let mut state = lock(self.state);
-        state.waits = state.waits.saturating_sub(1);
-        if state.waits == 0
-            && let Some(since) = state.waiting_since.take()
-        {
-            state.waited += since.elapsed();
-        }
     }
 }
 

@@ -11,7 +11,8 @@ use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction, Elicitat
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
 
-use super::ask::{Answer, AnswerFuture, Approver, Ask, Fingerprint};
+use super::ask::{Answer, AnswerFuture, Approver, Ask};
+use super::journal::Key;
 
 /// The channel's name for handshake-era elicitation.
 const ELICITATION: &str = "MCP elicitation";
@@ -80,7 +81,7 @@ impl Approver for ElicitApprover {
         ELICITATION
     }
 
-    fn ask(&self, ask: Ask, _fingerprint: Fingerprint, timeout: Duration) -> AnswerFuture {
+    fn ask(&self, ask: Ask, _key: Key, timeout: Duration) -> AnswerFuture {
         let peer = self.peer.clone();
         Box::pin(async move {
             match peer
@@ -105,7 +106,7 @@ impl Approver for RetryApprover {
         RETRY_CHANNEL
     }
 
-    fn ask(&self, _ask: Ask, _fingerprint: Fingerprint, _timeout: Duration) -> AnswerFuture {
+    fn ask(&self, _ask: Ask, _key: Key, _timeout: Duration) -> AnswerFuture {
         Box::pin(async {
             Answer::Later {
                 message: "this request needs the user's approval; the client will ask them and \

@@ -1,19 +1,29 @@
 //! One execution's approval session, built from the caller and the channel its client
 //! offers: the server asks for one, hands its gate to the sandbox, and ends it to learn
 //! whether the call is complete or asks the client for input (2026-07-28).
+//!
+//! On the channels whose decisions come outside the execution (the page, a 2026-07-28
+//! retry), a run joins its code's chain when the store keeps one (or, from a request state,
+//! the chain the state carries), and runs of the same code by the same caller take turns,
+//! so that no two claim a chain's writes at once.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::model::{InputRequiredResult, InputResponses};
 
 use super::Approvals;
 use super::ask::Approver;
 use super::caller::Caller;
-use super::gate::Gate;
-use super::journal::{self, SharedJournal};
+use super::gate::{Chained, Gate};
+use super::journal;
 use super::mcp::{RETRY_CHANNEL, RetryApprover};
 use super::page::{CHANNEL as PAGE_CHANNEL, PageApprover};
 use super::states::Carried;
+use super::store::Turn;
+
+/// How long a run waits for another run of the same code by the same caller to end.
+const TURN_WAIT: Duration = Duration::from_secs(60);
 
 /// How a call's client can reach its user.
 pub enum Channel {
@@ -44,6 +54,8 @@ pub struct Round {
     gate: Arc<Gate>,
     retry: bool,
     approvals: Approvals,
+    /// This caller's turn to run this code, held until the round ends.
+    _turn: Option<Turn>,
 }
 
 /// Why a round could not begin.
@@ -54,7 +66,7 @@ pub struct RoundError(pub String);
 impl Approvals {
     /// Begins the approval session of one run of `code` by `caller`. A retry's request
     /// state must be this server's, for this code and caller, unexpired and unused.
-    pub fn begin(
+    pub async fn begin(
         &self,
         caller: &Caller,
         code: &str,
@@ -62,63 +74,62 @@ impl Approvals {
         channel: Channel,
     ) -> Result<Round, RoundError> {
         let digest = super::code_digest(caller, code);
-        // A dry run sends no write: it neither joins nor starts a chain.
-        let chain = |journal: SharedJournal| (!dry_run).then_some(journal);
-        let (approver, journal, carried, retry): (Option<Arc<dyn Approver>>, _, _, _) =
-            match channel {
-                Channel::Now(approver) => (Some(approver), None, None, false),
-                Channel::Retry { state, responses } => {
-                    let opened = match &state {
-                        Some(state) => Some(
-                            self.states()?
-                                .open(&digest, state, responses.as_ref())
-                                .map_err(RoundError)?,
-                        ),
-                        None => None,
-                    };
-                    let (carried, asked_again) = match opened {
-                        Some(opened) => (opened.carried, opened.asked_again),
-                        None => (Carried::default(), None),
-                    };
-                    let journal = chain(journal::shared(carried.journal.clone()));
-                    let approver: Arc<dyn Approver> = Arc::new(RetryApprover);
-                    (
-                        Some(approver),
-                        journal,
-                        Some((carried, RETRY_CHANNEL, asked_again)),
-                        true,
-                    )
+        let (approver, retry): (Option<Arc<dyn Approver>>, bool) = match &channel {
+            Channel::Now(approver) => (Some(approver.clone()), false),
+            Channel::Retry { .. } => (Some(Arc::new(RetryApprover)), true),
+            Channel::Page => match &self.page {
+                Some(page) => {
+                    let approver = PageApprover::new(page.clone(), caller.clone(), &digest);
+                    (Some(Arc::new(approver)), false)
                 }
-                Channel::Page => match &self.page {
-                    Some(page) => {
-                        let journal = self
-                            .store
-                            .join(caller, &digest)
-                            .unwrap_or_else(|| journal::shared(Vec::new()));
-                        let approver: Arc<dyn Approver> = Arc::new(PageApprover::new(
-                            page.clone(),
-                            caller.clone(),
-                            &digest,
-                            journal.clone(),
-                        ));
-                        (
-                            Some(approver),
-                            chain(journal),
-                            Some((Carried::default(), PAGE_CHANNEL, None)),
-                            false,
-                        )
-                    }
-                    None => (None, None, None, false),
+                None => (None, false),
+            },
+        };
+        // A dry run sends no write: it neither joins nor starts a chain. Elicitation decides
+        // within the execution: it has none either.
+        let chained = !dry_run && (retry || matches!(channel, Channel::Page) && approver.is_some());
+        let turn = match chained {
+            true => Some(self.turn(caller, &digest).await?),
+            false => None,
+        };
+        let mut carried = None;
+        let chain = match (chained, channel) {
+            (false, _) => None,
+            (
+                true,
+                Channel::Retry {
+                    state: Some(state),
+                    responses,
                 },
-            };
-        let gate = Gate::new(
-            self.clone(),
-            caller.clone(),
-            code,
-            approver,
-            journal,
-            dry_run,
-        );
+            ) => {
+                let opened = self
+                    .states()?
+                    .open(&digest, &state, responses.as_ref())
+                    .map_err(RoundError)?;
+                let entries = opened.carried.journal.clone();
+                let (journal, published) = self.store.adopt(caller, &digest, entries);
+                carried = Some((opened.carried, RETRY_CHANNEL, opened.asked_again));
+                Some(Chained { journal, published })
+            }
+            (true, channel) => {
+                let name = match channel {
+                    Channel::Retry { .. } => RETRY_CHANNEL,
+                    _ => PAGE_CHANNEL,
+                };
+                carried = Some((Carried::default(), name, None));
+                Some(match self.store.join(caller, &digest) {
+                    Some(journal) => Chained {
+                        journal,
+                        published: true,
+                    },
+                    None => Chained {
+                        journal: journal::shared(Vec::new()),
+                        published: false,
+                    },
+                })
+            }
+        };
+        let gate = Gate::new(self.clone(), caller.clone(), code, approver, chain, dry_run);
         if let Some((carried, channel, asked_again)) = carried {
             gate.carry(carried, channel, asked_again);
         }
@@ -126,11 +137,23 @@ impl Approvals {
             gate: Arc::new(gate),
             retry,
             approvals: self.clone(),
+            _turn: turn,
         })
     }
-}
 
-impl Approvals {
+    /// Waits for this caller's turn to run this code, a while.
+    async fn turn(&self, caller: &Caller, digest: &str) -> Result<Turn, RoundError> {
+        tokio::time::timeout(TURN_WAIT, self.store.turn(caller, digest))
+            .await
+            .map_err(|_| {
+                RoundError(format!(
+                    "this code is still running for this caller (another call of the same code, \
+                     for {} s now); run it again once that one has finished",
+                    TURN_WAIT.as_secs()
+                ))
+            })
+    }
+
     /// The gate of a run with no human to ask (`sdkbox exec`, tests): writes under `approve`
     /// are refused with a clear error.
     pub fn unasked(&self, caller: &Caller, code: &str) -> Arc<Gate> {
@@ -153,16 +176,13 @@ impl Round {
 
     /// Ends the round, once the execution has: a 2026-07-28 round with questions asked
     /// outside it asks the client (with what the next round needs, sealed); every other
-    /// round is complete. A page round's chain stays in the store for its re-run.
+    /// round is complete. A chain stays in the store for the runs that continue it.
     pub fn end(self) -> Result<Ending, RoundError> {
         let waiting = self.gate.waiting();
         if !self.retry || waiting.is_empty() {
             return Ok(Ending::Complete);
         }
-        let questions: Vec<_> = waiting
-            .into_iter()
-            .map(|(ask, fingerprint, _)| (ask, fingerprint))
-            .collect();
+        let questions: Vec<_> = waiting.into_iter().map(|w| (w.ask, w.key)).collect();
         let required = self
             .approvals
             .states()?

@@ -201,9 +201,24 @@ impl Rules {
 
     /// The rule for a request, from what is sent: its method and final URL matched to the
     /// spec's path templates. An SDK call is classified the same way: what it names does not
-    /// count, only where it goes.
+    /// count, only where it goes. A path the provider's framework could read in more than one
+    /// way (percent-encoded letters, another case, `;` parameters, `\\` for `/`, encoded dot
+    /// segments) is matched in each reading, and the strictest rule among them applies.
     pub fn classify(&self, method: &str, url: &Url) -> Classified {
-        match self.route(method, url) {
+        let mut strictest: Option<Option<usize>> = None;
+        for reading in readings(url.path()) {
+            let matched = self.route(method, url, &reading);
+            // Where the readings disagree, the strictest of them decides.
+            let stricter = match strictest {
+                None => true,
+                Some(kept) => self.rule_of(method, matched) > self.rule_of(method, kept),
+            };
+            if stricter {
+                strictest = Some(matched);
+            }
+        }
+        let index = strictest.flatten();
+        match index {
             Some(i) => {
                 let (rule, because) = &self.of[i];
                 Classified {
@@ -213,18 +228,32 @@ impl Rules {
                     because: because.clone(),
                 }
             }
-            None if crate::egress::is_write(method) => Classified {
-                operation: None,
-                index: None,
-                rule: self.unmatched_write.0,
-                because: self.unmatched_write.1.clone(),
-            },
-            None => Classified {
-                operation: None,
-                index: None,
-                rule: self.unmatched_read.0,
-                because: self.unmatched_read.1.clone(),
-            },
+            None => {
+                let (rule, because) = self.unmatched(method);
+                Classified {
+                    operation: None,
+                    index: None,
+                    rule: *rule,
+                    because: because.clone(),
+                }
+            }
+        }
+    }
+
+    /// The rule a match (or no match) gives a request with `method`.
+    fn rule_of(&self, method: &str, matched: Option<usize>) -> Rule {
+        match matched {
+            Some(i) => self.of[i].0,
+            None => self.unmatched(method).0,
+        }
+    }
+
+    /// The rule of a request that matches no operation: the strictest of its kind.
+    fn unmatched(&self, method: &str) -> &(Rule, String) {
+        if crate::egress::is_write(method) {
+            &self.unmatched_write
+        } else {
+            &self.unmatched_read
         }
     }
 
@@ -244,18 +273,26 @@ impl Rules {
         Some(format!("{}.{}", op.group, op.name))
     }
 
-    /// The operation whose template matches the request: same origin as the base URL, under
-    /// its path, same method, each literal segment equal; a segment that would reach another
-    /// path once decoded (`%2F`, `%5C`, dots) matches no template. Among matches, the one
-    /// with the most literal segments (`/customers/search` over `/customers/{id}`); among
-    /// templates as specific as each other (`/a/{x}` and `/a/{y}`), the one with the strictest
-    /// rule.
-    fn route(&self, method: &str, url: &Url) -> Option<usize> {
+    /// The operation whose template matches one reading of the request's path: same origin
+    /// as the base URL, under its path, same method, each literal segment equal (in any case
+    /// when the reading folds case); a segment that would still reach another path
+    /// (`%2F`, `%5C`, dots) matches no template. Among matches, the one with the most literal
+    /// segments (`/customers/search` over `/customers/{id}`); among templates as specific as
+    /// each other (`/a/{x}` and `/a/{y}`), the one with the strictest rule.
+    fn route(&self, method: &str, url: &Url, reading: &Reading) -> Option<usize> {
         if url.origin() != self.base.origin() {
             return None;
         }
+        let same = |a: &str, b: &str| match reading.fold_case {
+            true => a.eq_ignore_ascii_case(b),
+            false => a == b,
+        };
         let base = self.base.path().trim_end_matches('/');
-        let rest = url.path().strip_prefix(base)?;
+        let path = reading.path.as_str();
+        let rest = path.get(base.len()..).filter(|_| {
+            path.get(..base.len())
+                .is_some_and(|prefix| same(prefix, base))
+        })?;
         if !(rest.is_empty() || rest.starts_with('/')) {
             return None;
         }
@@ -280,7 +317,7 @@ impl Rules {
                     .iter()
                     .zip(&given)
                     .all(|(want, got)| match want {
-                        Some(literal) => literal == got,
+                        Some(literal) => same(literal, got),
                         None => !got.is_empty(),
                     })
             })
@@ -289,6 +326,85 @@ impl Rules {
                 (literal, self.of[route.operation].0)
             })
             .map(|route| route.operation)
+    }
+}
+
+/// One way a framework could read a request's path.
+struct Reading {
+    path: String,
+    fold_case: bool,
+}
+
+/// The ways a provider's framework could read `path`: as sent; percent-decoded (`\\` as `/`,
+/// dot segments resolved); that without `;` parameters; and that in any case.
+fn readings(path: &str) -> Vec<Reading> {
+    let decoded = resolve_dots(&percent_decoded(path).replace('\\', "/"));
+    let plain: String = decoded
+        .split('/')
+        .map(|segment| segment.split(';').next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("/");
+    vec![
+        Reading {
+            path: path.to_owned(),
+            fold_case: false,
+        },
+        Reading {
+            path: decoded,
+            fold_case: false,
+        },
+        Reading {
+            path: plain.clone(),
+            fold_case: false,
+        },
+        Reading {
+            path: plain,
+            fold_case: true,
+        },
+    ]
+}
+
+/// `text` with `%XX` sequences decoded once (invalid UTF-8 replaced).
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(high), Some(low)) => {
+                out.push((high * 16 + low) as u8);
+                i += 3;
+            }
+            (byte, _, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A path with `.` and `..` segments resolved, as a server would before routing.
+fn resolve_dots(path: &str) -> String {
+    let mut kept: Vec<&str> = Vec::new();
+    for segment in path.split('/') {
+        match segment {
+            "." => {}
+            ".." => {
+                kept.pop();
+            }
+            other => kept.push(other),
+        }
+    }
+    let joined = kept.join("/");
+    match joined.starts_with('/') {
+        true => joined,
+        false => format!("/{joined}"),
     }
 }
 
@@ -441,5 +557,51 @@ mod tests {
         assert!(error.contains("did you mean `customers.create`"), "{error}");
         let bad: Result<PolicyFile, _> = toml::from_str("writes = \"maybe\"");
         assert!(bad.is_err());
+    }
+
+    #[test]
+    fn a_path_read_another_way_meets_the_strictest_rule_it_could_reach() {
+        // `accounts.close` (a literal segment, denied) beside `accounts.update` (`{id}`,
+        // allowed): a spelling of `close` that only the template matches as written is still
+        // denied, as the provider's framework may read it as `close`.
+        let spec = r#"
+openapi: 3.0.0
+info: { title: t, version: "1" }
+paths:
+  /accounts/{account_id}:
+    post: { operationId: accounts.update, responses: { "200": { description: ok } } }
+  /accounts/close:
+    post: { operationId: accounts.close, x-sdkbox-policy: deny, responses: { "200": { description: ok } } }
+"#;
+        let api = Arc::new(crate::spec::parse("t", spec).unwrap().api);
+        let file: PolicyFile = toml::from_str("writes = \"allow\"").unwrap();
+        let base = Url::parse("http://127.0.0.1:9/v1").unwrap();
+        let rules = Rules::build(Some(api), base, &file, PolicyOverrides::default()).unwrap();
+        assert_eq!(
+            rules.classify("POST", &url("/accounts/close")).rule,
+            Rule::Deny
+        );
+        for path in [
+            "/accounts/%63lose",
+            "/accounts/CLOSE",
+            "/accounts/close;x=1",
+            "/accounts/x/..%2Fclose",
+            "/accounts/x%2F..%2Fclose",
+            "/%61ccounts/close",
+            "/V1/accounts/close",
+            "/accounts\\close",
+        ] {
+            let found = rules.classify("POST", &url(path));
+            assert_eq!(found.rule, Rule::Deny, "{path}: {found:?}");
+        }
+        // An ordinary id is the template's operation, in every reading.
+        for path in ["/accounts/acct_1", "/accounts/Ann%20Lee"] {
+            let found = rules.classify("POST", &url(path));
+            assert_eq!(
+                (found.operation.as_deref(), found.rule),
+                (Some("accounts.update"), Rule::Allow),
+                "{path}"
+            );
+        }
     }
 }

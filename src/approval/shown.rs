@@ -14,6 +14,10 @@ use serde::{Deserialize, Serialize};
 /// a request that shows larger is refused, never cut.
 pub const MAX_QUESTION: usize = 16_000;
 
+/// Lines of a whole question (URL, headers and body as shown) a human is asked to read;
+/// longer questions are refused, never cut.
+pub const MAX_QUESTION_LINES: usize = 200;
+
 /// Spaces in a row shown as they are; longer runs are shown as a count.
 const MAX_SPACES: usize = 64;
 
@@ -70,9 +74,15 @@ impl Shown {
             + self.body.as_deref().map_or(0, chars)
     }
 
-    /// Whether a human can be asked about it: its whole question fits [`MAX_QUESTION`].
+    /// Lines of the whole question: URL, headers and body as shown.
+    pub fn lines(&self) -> usize {
+        1 + self.headers.len() + self.body.as_deref().map_or(0, |b| b.lines().count())
+    }
+
+    /// Whether a human can be asked about it: its whole question fits [`MAX_QUESTION`]
+    /// characters and [`MAX_QUESTION_LINES`] lines.
     pub fn whole(&self) -> bool {
-        self.size() <= MAX_QUESTION
+        self.size() <= MAX_QUESTION && self.lines() <= MAX_QUESTION_LINES
     }
 
     /// The same request with each part cut to `max` characters, for a plan that lists it
@@ -179,15 +189,18 @@ fn lay_out_json(text: &str) -> String {
     out
 }
 
-/// Whether a character could hide something from a reader: controls, and the invisible and
-/// direction-changing characters of Unicode.
+/// Whether a character could hide something from a reader: controls, the invisible and
+/// direction-changing characters of Unicode, and every blank but the plain space (no-break
+/// and wide spaces, the braille blank, the Hangul fillers), which would make a line look
+/// empty without being one.
 fn invisible(c: char) -> bool {
-    matches!(c as u32,
-        0x00..=0x08 | 0x0B..=0x1F | 0x7F..=0x9F
-        | 0xAD | 0x34F | 0x61C | 0x115F | 0x1160 | 0x17B4 | 0x17B5 | 0x180B..=0x180F
-        | 0x200B..=0x200F | 0x2028..=0x202E | 0x2060..=0x206F | 0x3164
-        | 0xFE00..=0xFE0F | 0xFEFF | 0xFFA0 | 0xFFF0..=0xFFFB
-        | 0x1D173..=0x1D17A | 0xE0000..=0xE0FFF)
+    (c != ' ' && c != '\n' && c.is_whitespace())
+        || matches!(c as u32,
+            0x00..=0x08 | 0x0B..=0x1F | 0x7F..=0x9F
+            | 0xAD | 0x34F | 0x61C | 0x115F | 0x1160 | 0x17B4 | 0x17B5 | 0x180B..=0x180F
+            | 0x200B..=0x200F | 0x2028..=0x202E | 0x2060..=0x206F | 0x2800 | 0x3164
+            | 0xFE00..=0xFE0F | 0xFEFF | 0xFFA0 | 0xFFF0..=0xFFFB
+            | 0x1D173..=0x1D17A | 0xE0000..=0xE0FFF)
 }
 
 /// `text` with invisible characters (tabs included) spelt `\u{…}`, runs of more than one
@@ -303,5 +316,18 @@ mod tests {
         assert!(!shown.whole(), "the URL and the body together are over");
         let headers = vec![format!("x-pad: {}", "p".repeat(MAX_QUESTION / 2)); 3];
         assert!(!Shown::new(None, "GET", "http://h/x", &headers, None).whole());
+        let tall = "a\n".repeat(MAX_QUESTION_LINES);
+        assert!(!Shown::new(None, "POST", "http://h/x", &[], Some(tall.as_bytes())).whole());
+        // Blanks that are not spaces are not blank: each shows, and a run of them is too tall.
+        let blank = "\u{2800}\n\u{a0}\n\u{3000}\n".repeat(500);
+        let shown = Shown::new(None, "POST", "http://h/x", &[], Some(blank.as_bytes()));
+        assert!(
+            shown
+                .body
+                .as_deref()
+                .unwrap()
+                .starts_with("\\u{2800}\n\\u{A0}\n\\u{3000}")
+        );
+        assert!(!shown.whole());
     }
 }

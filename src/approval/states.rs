@@ -20,7 +20,7 @@ use rmcp::model::{
 use serde::{Deserialize, Serialize};
 
 use super::ask::{Answer, Ask, Fingerprint, random_hex};
-use super::journal::Sent;
+use super::journal::{Key, Sent};
 use super::mcp::{answer, form};
 use crate::lock::lock;
 
@@ -37,7 +37,7 @@ const MAX_USED: usize = 10_000;
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Carried {
     /// Writes a human approved that have not gone out yet.
-    pub approved: Vec<Fingerprint>,
+    pub approved: Vec<Key>,
     /// Writes a human denied, and who did.
     pub denied: Vec<(Fingerprint, String)>,
     /// Who approved every write of this code's runs, if someone did.
@@ -54,7 +54,7 @@ struct Sealed {
     /// Its number in that process: a state is opened once.
     serial: u64,
     /// The writes asked about, by the key of their question.
-    writes: Vec<(String, Fingerprint)>,
+    writes: Vec<(String, Key)>,
     carried: Carried,
 }
 
@@ -104,18 +104,18 @@ impl RequestStates {
     pub fn input_required(
         &self,
         code: &str,
-        waiting: &[(Ask, Fingerprint)],
+        waiting: &[(Ask, Key)],
         carried: Carried,
     ) -> Result<InputRequiredResult, String> {
         let mut requests = BTreeMap::new();
         let mut writes = Vec::new();
-        for (n, (ask, fingerprint)) in waiting.iter().take(MAX_ASKED).enumerate() {
+        for (n, (ask, write)) in waiting.iter().take(MAX_ASKED).enumerate() {
             let key = format!("approve-{n}");
             requests.insert(
                 key.clone(),
                 InputRequest::Elicitation(ElicitRequest::new(form(ask))),
             );
-            writes.push((key, fingerprint.clone()));
+            writes.push((key, write.clone()));
         }
         let serial = {
             let mut used = lock(&self.used);
@@ -157,7 +157,7 @@ impl RequestStates {
             })?;
         let asked_again = self.spend(&sealed)?;
         let mut carried = sealed.carried;
-        for (key, fingerprint) in sealed.writes {
+        for (key, write) in sealed.writes {
             let result = responses
                 .and_then(|r| r.get(&key))
                 .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
@@ -168,9 +168,9 @@ impl RequestStates {
                 },
             };
             match answer {
-                Answer::Approve { .. } => carried.approved.push(fingerprint),
+                Answer::Approve { .. } => carried.approved.push(write),
                 Answer::ApproveAll { by } => carried.all = Some(by),
-                Answer::Deny { by } => carried.denied.push((fingerprint, by)),
+                Answer::Deny { by } => carried.denied.push((write.fingerprint, by)),
                 Answer::Later { .. } | Answer::Unavailable { .. } => {}
             }
         }
@@ -241,9 +241,18 @@ mod tests {
     use crate::approval::Shown;
     use serde_json::json;
 
-    fn waiting() -> [(Ask, Fingerprint); 1] {
+    fn write(fingerprint: &str) -> Key {
+        Key {
+            fingerprint: Fingerprint(fingerprint.into()),
+            occurrence: 0,
+            slot: "POST x".into(),
+            slot_occurrence: 0,
+        }
+    }
+
+    fn waiting() -> [(Ask, Key); 1] {
         let shown = Shown::new(None, "POST", "http://h/x", &[], None);
-        [(Ask::new("e1", shown, "rule"), Fingerprint("w".into()))]
+        [(Ask::new("e1", shown, "rule"), write("w"))]
     }
 
     fn yes() -> InputResponses {
@@ -263,7 +272,7 @@ mod tests {
         let state = required.request_state.unwrap();
         assert!(states.open("other code", &state, Some(&yes())).is_err());
         let opened = states.open("code", &state, Some(&yes())).unwrap();
-        assert_eq!(opened.carried.approved, [Fingerprint("w".into())]);
+        assert_eq!(opened.carried.approved, [write("w")]);
         assert!(opened.asked_again.is_none());
         let again = states.open("code", &state, Some(&yes())).unwrap_err();
         assert!(again.contains("already used"), "{again}");
@@ -278,8 +287,7 @@ mod tests {
         let before = RequestStates::new(&key, Duration::from_secs(60)).unwrap();
         let carried = Carried {
             journal: vec![Sent {
-                fingerprint: Fingerprint("sent".into()),
-                occurrence: 0,
+                key: write("sent"),
                 fate: super::super::journal::Fate::Unknown("x".into()),
             }],
             ..Carried::default()

@@ -10,9 +10,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::ask::Fingerprint;
 use super::caller::Caller;
-use super::journal::SharedJournal;
+use super::journal::{Key, Sent, SharedJournal};
 use crate::lock::lock;
 
 /// How long a decision given on the page waits for its re-run.
@@ -36,11 +35,11 @@ const MAX_GRANTS_PER_CHAIN: usize = 64;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Granted {
     /// Exactly this request, once.
-    One(Fingerprint),
+    One(Key),
     /// Every write of the next run of the code.
     All,
     /// Nothing: the human denied this request.
-    Denied(Fingerprint),
+    Denied(Key),
 }
 
 /// What the store knows about one request of one chain.
@@ -52,6 +51,8 @@ pub enum Standing {
     ApprovedAll(String),
     /// Denied, by this; the denial is used up too, so asking again is possible.
     Denied(String),
+    /// A request at the same place of the code was approved, with other bytes.
+    Differs,
     /// Nothing decided.
     Open,
 }
@@ -74,13 +75,68 @@ struct Chain {
     expires: Instant,
 }
 
-/// The chains of one server; clones share them.
+type Turns = Arc<Mutex<HashMap<(Caller, String), Arc<tokio::sync::Mutex<()>>>>>;
+
+/// The chains of one server, and whose turn it is to run each caller's code; clones share
+/// them.
 #[derive(Clone, Default)]
 pub struct Store {
     chains: Arc<Mutex<HashMap<(Caller, String), Chain>>>,
+    turns: Turns,
+}
+
+/// One caller's turn to run one code: runs of the same code by the same caller that may
+/// continue a chain go one after another, so that two never claim a chain's writes at once.
+pub struct Turn {
+    key: (Caller, String),
+    lock: Arc<tokio::sync::Mutex<()>>,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+    turns: Turns,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        self.guard.take();
+        let mut turns = lock(&self.turns);
+        // Only the map and this turn hold it: nobody waits; it goes.
+        if Arc::strong_count(&self.lock) <= 2 {
+            turns.remove(&self.key);
+        }
+    }
 }
 
 impl Store {
+    /// Waits for this caller's turn to run this code.
+    pub async fn turn(&self, caller: &Caller, code: &str) -> Turn {
+        let key = (caller.clone(), code.to_owned());
+        let turn = lock(&self.turns).entry(key.clone()).or_default().clone();
+        let guard = turn.clone().lock_owned().await;
+        Turn {
+            key,
+            lock: turn,
+            guard: Some(guard),
+            turns: self.turns.clone(),
+        }
+    }
+
+    /// The chain of this caller's code, with these writes recorded (from a request state):
+    /// the chain kept here, with them added, or a new one; one of its own, not kept, past the
+    /// bounds (the writes still answer this run).
+    pub fn adopt(&self, caller: &Caller, code: &str, entries: Vec<Sent>) -> (SharedJournal, bool) {
+        let journal = super::journal::shared(Vec::new());
+        lock(&journal).merge(entries);
+        match self.publish(caller, code, &journal) {
+            Ok(kept) => {
+                if !Arc::ptr_eq(&kept, &journal) {
+                    let entries = lock(&journal).snapshot();
+                    lock(&kept).merge(entries);
+                }
+                (kept, true)
+            }
+            Err(_) => (journal, false),
+        }
+    }
+
     /// The journal of the chain of this caller's code, if it has one: a run joins it.
     pub fn join(&self, caller: &Caller, code: &str) -> Option<SharedJournal> {
         let mut chains = self.live();
@@ -148,13 +204,7 @@ impl Store {
 
     /// Takes the decision about this request of this caller's code, if there is one. "Every
     /// write" answers writes only.
-    pub fn take(
-        &self,
-        caller: &Caller,
-        code: &str,
-        fingerprint: &Fingerprint,
-        write: bool,
-    ) -> Standing {
+    pub fn take(&self, caller: &Caller, code: &str, key: &Key, write: bool) -> Standing {
         let mut chains = self.live();
         let Some(chain) = chains.get_mut(&(caller.clone(), code.to_owned())) else {
             return Standing::Open;
@@ -162,9 +212,9 @@ impl Store {
         let now = Instant::now();
         chain.grants.retain(|g| g.expires > now);
         // A denial of this request wins over any approval, "every write" included.
-        let denied = |g: &Grant| g.granted == Granted::Denied(fingerprint.clone());
+        let denied = |g: &Grant| matches!(&g.granted, Granted::Denied(k) if k.fingerprint == key.fingerprint);
         let approved = |g: &Grant| match &g.granted {
-            Granted::One(f) => f == fingerprint,
+            Granted::One(k) => k.fingerprint == key.fingerprint,
             Granted::All => write,
             Granted::Denied(_) => false,
         };
@@ -174,7 +224,14 @@ impl Store {
             .position(denied)
             .or_else(|| chain.grants.iter().position(approved));
         let Some(at) = found else {
-            return Standing::Open;
+            let elsewhere = chain
+                .grants
+                .iter()
+                .any(|g| matches!(&g.granted, Granted::One(k) if k.same_place(key)));
+            return match elsewhere {
+                true => Standing::Differs,
+                false => Standing::Open,
+            };
         };
         let grant = chain.grants.remove(at);
         match grant.granted {
@@ -218,6 +275,15 @@ mod tests {
     use super::*;
     use crate::approval::caller::CallerParts;
 
+    fn key(fingerprint: &str) -> Key {
+        Key {
+            fingerprint: crate::approval::Fingerprint(fingerprint.into()),
+            occurrence: 0,
+            slot: format!("POST {fingerprint}"),
+            slot_occurrence: 0,
+        }
+    }
+
     fn caller(session: &str) -> Caller {
         Caller::new(
             b"k",
@@ -233,16 +299,13 @@ mod tests {
     async fn a_decision_is_for_one_caller_one_code_one_request_once_and_expires() {
         let store = Store::default();
         let (a, b) = (caller("a"), caller("b"));
-        let write = Fingerprint("w".into());
+        let write = key("w");
         store
             .give(&a, "code", Granted::One(write.clone()), "the user")
             .unwrap();
         assert_eq!(store.take(&b, "code", &write, true), Standing::Open);
         assert_eq!(store.take(&a, "other", &write, true), Standing::Open);
-        assert_eq!(
-            store.take(&a, "code", &Fingerprint("x".into()), true),
-            Standing::Open
-        );
+        assert_eq!(store.take(&a, "code", &key("x"), true), Standing::Open);
         assert_eq!(
             store.take(&a, "code", &write, true),
             Standing::Approved("the user".into())
@@ -262,7 +325,7 @@ mod tests {
     async fn a_denial_wins_over_approving_every_write() {
         let store = Store::default();
         let a = caller("a");
-        let harmful = Fingerprint("harmful".into());
+        let harmful = key("harmful");
         store.give(&a, "code", Granted::All, "the user").unwrap();
         store
             .give(&a, "code", Granted::Denied(harmful.clone()), "the user")
@@ -272,7 +335,7 @@ mod tests {
             Standing::Denied("the user".into())
         );
         assert_eq!(
-            store.take(&a, "code", &Fingerprint("benign".into()), true),
+            store.take(&a, "code", &key("benign"), true),
             Standing::ApprovedAll("the user".into())
         );
     }

@@ -160,53 +160,90 @@ fn normalized(key: &str) -> String {
     key.to_lowercase()
 }
 
-/// Every string followed by `:` (an object key, at any depth), its escapes decoded, in JSON
-/// or anything like it.
+/// Every object key, at any depth, with its escapes decoded, in JSON or anything like it:
+/// a string in double or single quotes, or a bare name (JSON5, JavaScript), followed by `:`
+/// (comments between them skipped).
 fn json_keys(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
     let mut keys = Vec::new();
-    let mut chars = text.char_indices().peekable();
-    while let Some((_, c)) = chars.next() {
-        if c != '"' {
-            continue;
+    let mut i = 0;
+    while i < chars.len() {
+        let (key, next) = match chars[i] {
+            '"' | '\'' => quoted(&chars, i),
+            c if c.is_alphabetic() || c == '_' || c == '$' => {
+                let end = (i..chars.len())
+                    .find(|&j| !(chars[j].is_alphanumeric() || "_$-.".contains(chars[j])))
+                    .unwrap_or(chars.len());
+                (chars[i..end].iter().collect(), end)
+            }
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        let after = skip_blanks(&chars, next);
+        if chars.get(after) == Some(&':') {
+            keys.push(key);
         }
-        let mut key = String::new();
-        let mut closed = false;
-        while let Some((_, c)) = chars.next() {
-            match c {
-                '"' => {
-                    closed = true;
+        i = next.max(i + 1);
+    }
+    keys
+}
+
+/// The string that starts with the quote at `start`, escapes decoded, and where it ends.
+fn quoted(chars: &[char], start: usize) -> (String, usize) {
+    let quote = chars[start];
+    let mut key = String::new();
+    let mut i = start + 1;
+    while let Some(&c) = chars.get(i) {
+        i += 1;
+        match c {
+            c if c == quote => break,
+            '\\' => {
+                let Some(&escaped) = chars.get(i) else {
                     break;
-                }
-                '\\' => match chars.next().map(|(_, c)| c) {
-                    Some('u') => {
-                        let hex: String = (0..4)
-                            .filter_map(|_| chars.next().map(|(_, c)| c))
-                            .collect();
+                };
+                i += 1;
+                match escaped {
+                    'u' | 'x' => {
+                        let width = if escaped == 'u' { 4 } else { 2 };
+                        let hex: String = chars.iter().skip(i).take(width).collect();
+                        i += hex.chars().count();
                         let unit = u32::from_str_radix(&hex, 16).unwrap_or(0xFFFD);
                         key.push(char::from_u32(unit).unwrap_or('\u{FFFD}'));
                     }
-                    Some('n') => key.push('\n'),
-                    Some('t') => key.push('\t'),
-                    Some('r') => key.push('\r'),
-                    Some('b') => key.push('\u{8}'),
-                    Some('f') => key.push('\u{C}'),
-                    Some(other) => key.push(other),
-                    None => {}
-                },
-                c => key.push(c),
+                    'n' => key.push('\n'),
+                    't' => key.push('\t'),
+                    'r' => key.push('\r'),
+                    other => key.push(other),
+                }
             }
-        }
-        if !closed {
-            break;
-        }
-        while chars.peek().is_some_and(|(_, c)| c.is_whitespace()) {
-            chars.next();
-        }
-        if chars.peek().is_some_and(|(_, c)| *c == ':') {
-            keys.push(key);
+            c => key.push(c),
         }
     }
-    keys
+    (key, i)
+}
+
+/// The first position from `i` that is not whitespace or inside a `//` or `/* */` comment.
+fn skip_blanks(chars: &[char], mut i: usize) -> usize {
+    loop {
+        match (chars.get(i), chars.get(i + 1)) {
+            (Some(c), _) if c.is_whitespace() => i += 1,
+            (Some('/'), Some('*')) => {
+                i += 2;
+                while i < chars.len() && !(chars[i] == '*' && chars.get(i + 1) == Some(&'/')) {
+                    i += 1;
+                }
+                i += 2;
+            }
+            (Some('/'), Some('/')) => {
+                while i < chars.len() && chars[i] != '\n' {
+                    i += 1;
+                }
+            }
+            _ => return i,
+        }
+    }
 }
 
 /// The field names of multipart parts: every `name` or `name*` parameter of a
@@ -228,22 +265,66 @@ fn multipart_names(text: &str) -> Vec<String> {
         if !header.trim().eq_ignore_ascii_case("content-disposition") {
             continue;
         }
+        // RFC 2231 continuations (`name*0`, `name*1*`), joined in order.
+        let mut pieces: Vec<(u32, String)> = Vec::new();
         for param in value.split(';').skip(1) {
             let Some((name, value)) = param.split_once('=') else {
                 continue;
             };
             let name = name.trim().to_ascii_lowercase();
-            let value = value.trim();
+            let value = value.trim().trim_matches('"');
             if name == "name" {
-                names.push(value.trim_matches('"').replace('\\', ""));
+                names.push(encoded_words(&value.replace('\\', "")));
             } else if name == "name*" {
                 // RFC 2231: charset'language'percent-encoded
-                let encoded = value.rsplit('\'').next().unwrap_or(value);
-                names.push(encoded.trim_matches('"').to_owned());
+                names.push(value.rsplit('\'').next().unwrap_or(value).to_owned());
+            } else if let Some(n) = name
+                .strip_prefix("name*")
+                .map(|rest| rest.trim_end_matches('*'))
+                .and_then(|n| n.parse::<u32>().ok())
+            {
+                let piece = value.rsplit('\'').next().unwrap_or(value);
+                pieces.push((n, piece.to_owned()));
             }
+        }
+        if !pieces.is_empty() {
+            pieces.sort_by_key(|(n, _)| *n);
+            names.push(pieces.into_iter().map(|(_, piece)| piece).collect());
         }
     }
     names
+}
+
+/// A value with its RFC 2047 encoded words (`=?utf-8?B?X21ldGhvZA==?=`, `?Q?`) decoded.
+fn encoded_words(value: &str) -> String {
+    use base64::Engine;
+    let mut out = String::new();
+    let mut rest = value;
+    while let Some(start) = rest.find("=?") {
+        out.push_str(&rest[..start]);
+        let word = &rest[start + 2..];
+        let parts: Vec<&str> = word.splitn(3, '?').collect();
+        let (Some(encoding), Some(tail)) = (parts.get(1), parts.get(2)) else {
+            out.push_str(&rest[start..]);
+            return out;
+        };
+        let Some(end) = tail.find("?=") else {
+            out.push_str(&rest[start..]);
+            return out;
+        };
+        let text = &tail[..end];
+        let decoded = match encoding.to_ascii_lowercase().as_str() {
+            "b" => base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+                .unwrap_or_default(),
+            _ => normalized(&text.replace('_', " ").replace('=', "%")),
+        };
+        out.push_str(&decoded);
+        rest = &tail[end + 2..];
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -279,6 +360,13 @@ mod tests {
             "--b\r\ncontent-disposition: form-data; NAME=_method\r\n\r\nDELETE\r\n--b--",
             "--b\r\nContent-Disposition: form-data;\r\n name=\"_method\"\r\n\r\nDELETE\r\n--b--",
             "--b\r\nContent-Disposition: form-data; name*=utf-8''%5Fmethod\r\n\r\nDELETE\r\n--b--",
+            "--b\r\nContent-Disposition: form-data; name*0=\"_me\"; name*1=\"thod\"\r\n\r\nDELETE\r\n--b--",
+            "--b\r\nContent-Disposition: form-data; name=\"=?utf-8?B?X21ldGhvZA==?=\"\r\n\r\nDELETE\r\n--b--",
+            "--b\r\nContent-Disposition: form-data; name=\"=?utf-8?Q?=5Fmethod?=\"\r\n\r\nDELETE\r\n--b--",
+            "{_method: 'DELETE'}",
+            "{'_method': 'DELETE'}",
+            r#"{"_method" /* c */ : "DELETE"}"#,
+            "{'\\x5fmethod': 'DELETE'}",
         ] {
             assert!(in_body(body).is_some(), "{body}");
         }

@@ -166,6 +166,7 @@ impl SdkboxServer {
             .provider
             .approvals
             .begin(&caller, &input.code, dry_run, approve::channel(&context))
+            .await
             .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
         let target = Target {
             egress,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use sdkbox::approval::{Answer, AnswerFuture, Approver, Ask, Caller, Channel, Fingerprint, Gate};
+use sdkbox::approval::{Answer, AnswerFuture, Approver, Ask, Caller, Channel, Gate, Key};
 use sdkbox::config::{ApprovalArgs, Embedded, ProviderFile};
 use sdkbox::egress::Egress;
 use sdkbox::sandbox::{ExecLimits, InProcessSandbox, Outcome};
@@ -95,7 +95,7 @@ impl Demo {
         approver: Option<Arc<dyn Approver>>,
         dry_run: bool,
     ) -> Outcome {
-        let gate = self.gate(code, approver, dry_run);
+        let gate = self.gate(code, approver, dry_run).await;
         self.sandbox
             .execute_gated(code, &ExecLimits::default(), CancellationToken::new(), gate)
             .await
@@ -107,7 +107,7 @@ impl Demo {
     }
 
     /// The gate of a run of `code` whose human (if any) is `approver`.
-    pub fn gate(
+    pub async fn gate(
         &self,
         code: &str,
         approver: Option<Arc<dyn Approver>>,
@@ -117,8 +117,9 @@ impl Demo {
             Some(approver) => Channel::Now(approver),
             None => Channel::Page,
         };
-        let round = self.approvals.begin(&self.caller(), code, dry_run, channel);
-        round.unwrap().gate()
+        let caller = self.caller();
+        let round = self.approvals.begin(&caller, code, dry_run, channel);
+        round.await.unwrap().gate()
     }
 }
 
@@ -300,7 +301,7 @@ impl Approver for Human {
         "test human"
     }
 
-    fn ask(&self, ask: Ask, _fingerprint: Fingerprint, _timeout: Duration) -> AnswerFuture {
+    fn ask(&self, ask: Ask, _key: Key, _timeout: Duration) -> AnswerFuture {
         self.asked.fetch_add(1, Ordering::SeqCst);
         assert!(ask.describe().contains("customers.create"), "{ask:?}");
         let (answer, wait) = (self.answer.clone(), self.wait);
@@ -340,7 +341,7 @@ async fn a_human_approves_or_denies_and_the_deadline_waits_for_them() {
         Duration::from_millis(1_500),
     );
     let code = create("human-yes");
-    let gate = demo.gate(&code, Some(yes.clone()), false);
+    let gate = demo.gate(&code, Some(yes.clone()), false).await;
     // The execution may take 1 s; the human takes 1.5 s, which does not count.
     let outcome = demo
         .sandbox
@@ -473,7 +474,7 @@ async fn a_worker_waits_for_the_human_without_running_out_of_time() {
     let target = sdkbox::worker::Target {
         egress: demo.egress.clone(),
         sdk: Some(demo.sdk.clone()),
-        gate: demo.gate(&code, Some(yes), false),
+        gate: demo.gate(&code, Some(yes), false).await,
         caller: 1,
     };
     let outcome = pool
@@ -493,7 +494,7 @@ async fn a_worker_waits_for_the_human_without_running_out_of_time() {
         Duration::from_millis(1_500),
     );
     let target = sdkbox::worker::Target {
-        gate: demo.gate(&slow, Some(yes), false),
+        gate: demo.gate(&slow, Some(yes), false).await,
         ..target
     };
     let outcome = pool
@@ -556,7 +557,7 @@ async fn a_body_method_override_is_refused_and_a_human_is_never_shown_a_cut_requ
             .error
             .unwrap()
             .message
-            .contains("too large to show a human whole")
+            .contains("too large or too long to show a human whole")
     );
     assert_eq!(yes.asked.load(Ordering::SeqCst), 0);
     assert!(!demo.customers().await.iter().any(|n| n == "huge"));

@@ -309,7 +309,10 @@ async fn retry_round(
         responses,
     };
     let caller = approvals.caller(0, Some("test session"), None);
-    let round = approvals.begin(&caller, code, false, channel).unwrap();
+    let round = approvals
+        .begin(&caller, code, false, channel)
+        .await
+        .unwrap();
     let outcome = demo
         .sandbox
         .execute_gated(
@@ -368,7 +371,7 @@ async fn three_approvals_through_retries_send_each_write_once_and_a_state_answer
         responses: None,
     };
     let caller = approvals.caller(0, Some("test session"), None);
-    let replay = approvals.begin(&caller, &code, false, channel);
+    let replay = approvals.begin(&caller, &code, false, channel).await;
     assert!(replay.err().unwrap().to_string().contains("already used"));
 }
 
@@ -444,7 +447,7 @@ impl sdkbox::approval::Approver for Reader {
     fn ask(
         &self,
         ask: sdkbox::approval::Ask,
-        _fingerprint: sdkbox::approval::Fingerprint,
+        _key: sdkbox::approval::Key,
         _timeout: Duration,
     ) -> sdkbox::approval::AnswerFuture {
         self.read.lock().unwrap().push(ask.describe());
@@ -601,4 +604,107 @@ async fn the_audit_trail_says_of_every_write_whether_it_was_sent() {
         })
         .collect();
     assert_eq!(trail, expected);
+}
+
+/// Review finding: two runs of the same code by the same caller at once, on the page, split
+/// the chain and sent the approved write twice. They take turns now: the second joins the
+/// chain the first made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_of_the_same_code_at_once_share_one_chain() {
+    let policy = "[policy.operations]\n\"customers.create\" = \"allow\"\n";
+    let (demo, approvals) = crate::page::demo_with_page(policy).await;
+    let code = "const c = await api.customers.create({ name: 'turns', email: 't@x.io' });\n\
+                await new Promise((r) => setTimeout(r, 500));\n\
+                return await api.orders.create({ customer: c.id, items: [{ product: 'prod_001', quantity: 1 }] });";
+    let before = orders(&demo).await;
+    let (first, second) = tokio::join!(crate::page::run(&demo, &approvals, code), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        crate::page::run(&demo, &approvals, code).await
+    });
+    assert_eq!(crate::page::link(&first), crate::page::link(&second));
+    assert_eq!(demo.customers_named("turns").await, 1, "{second:?}");
+    decide_on_page(&crate::page::link(&first), "approve").await;
+    let (third, fourth) = tokio::join!(
+        crate::page::run(&demo, &approvals, code),
+        crate::page::run(&demo, &approvals, code)
+    );
+    assert!(third.ok && fourth.ok, "{third:?} {fourth:?}");
+    assert_eq!(third.result["id"], fourth.result["id"]);
+    assert_eq!(demo.customers_named("turns").await, 1);
+    assert_eq!(orders(&demo).await, before + 1);
+}
+
+/// Review finding: a write whose bytes change between runs (a timestamp) was sent again by
+/// each re-run. It is the write at the same place of the code: answered from the journal.
+/// An approved write whose bytes changed is refused with what to do, not asked forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_bytes_change_between_runs_is_sent_once() {
+    let policy = "[policy.operations]\n\"customers.create\" = \"allow\"\n";
+    let (demo, approvals) = crate::page::demo_with_page(policy).await;
+    let code = "const c = await api.customers.create({ name: 'stamped ' + Date.now() + Math.random(), email: 's@x.io' });\n\
+                return await api.orders.create({ customer: c.id, items: [{ product: 'prod_001', quantity: 1 }] });";
+    let before = orders(&demo).await;
+    let stamped = || async {
+        let names = demo.customers().await;
+        names.iter().filter(|n| n.starts_with("stamped ")).count()
+    };
+    let first = crate::page::run(&demo, &approvals, code).await;
+    decide_on_page(&crate::page::link(&first), "approve").await;
+    let second = crate::page::run(&demo, &approvals, code).await;
+    assert!(second.ok, "{second:?}");
+    assert_eq!(stamped().await, 1);
+    assert_eq!(orders(&demo).await, before + 1);
+    let note = serde_json::to_value(&second.http[0].policy).unwrap();
+    assert_eq!(note["decision"], "replayed", "{note}");
+    assert!(
+        note["because"].as_str().unwrap().contains("other bytes"),
+        "{note}"
+    );
+    // The approved write itself carries a timestamp: the approval is for other bytes.
+    let code = "return await api.customers.update({ customer_id: 'cus_002', name: 'approved ' + Date.now() + Math.random() });";
+    let first = crate::page::run(&demo, &approvals, code).await;
+    decide_on_page(&crate::page::link(&first), "approve").await;
+    let second = crate::page::run(&demo, &approvals, code).await;
+    let error = second.error.clone().unwrap_or_else(|| panic!("{second:?}"));
+    assert!(error.message.contains("bytes"), "{error:?}");
+    let names = demo.customers().await;
+    assert!(
+        !names.iter().any(|n| n.starts_with("approved ")),
+        "{names:?}"
+    );
+}
+
+/// Review finding: a 2026-07-28 chain was lost when a round completed (the script threw
+/// after its writes), so running the code again sent them again. The chain stays in the
+/// server's store: a fresh call of the same code continues it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_chain_outlives_a_round_that_failed() {
+    let policy = "[policy.operations]\n\"orders.create\" = \"allow\"\n";
+    let demo = demo(policy, ApprovalArgs::default()).await;
+    let approvals = demo.approvals.clone();
+    let code = format!(
+        "{}throw new Error('the script failed after its writes');",
+        chained_writes("retry-fail", 1).replace("return out.map((x) => x.id);", "")
+    );
+    let before = orders(&demo).await;
+    let (_, asked) = retry_round(&demo, &approvals, &code, None, "approve").await;
+    let (outcome, done) = retry_round(&demo, &approvals, &code, asked.as_ref(), "approve").await;
+    assert!(done.is_none(), "{outcome:?}");
+    assert!(
+        outcome
+            .error
+            .unwrap()
+            .message
+            .contains("failed after its writes")
+    );
+    // The model runs it again, as a new call: nothing is sent again.
+    let (again, _) = retry_round(&demo, &approvals, &code, None, "approve").await;
+    let decisions: Vec<String> = again
+        .http
+        .iter()
+        .map(|c| serde_json::to_value(&c.policy).unwrap()["decision"].to_string())
+        .collect();
+    assert_eq!(decisions, ["\"replayed\"", "\"replayed\""], "{again:?}");
+    assert_eq!(demo.customers_named("retry-fail-1").await, 1);
+    assert_eq!(orders(&demo).await, before + 1);
 }
