@@ -51,6 +51,10 @@ pub struct ServeArgs {
     /// 503 with Retry-After.
     #[arg(long, default_value_t = 512)]
     pub max_connections: usize,
+    /// HTTP: connections kept waiting for their first byte; past it, the one silent the
+    /// longest is closed.
+    #[arg(long, default_value_t = 1_024)]
+    pub max_pending: usize,
     /// HTTP: milliseconds a client has to send a request's headers, on a new connection and
     /// between the requests of a kept-alive one.
     #[arg(long, default_value_t = 10_000)]
@@ -150,6 +154,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
                 max_body_bytes: 2 * 1024 * 1024,
                 connections: sdkbox::server::ConnectionLimits {
                     max_connections: args.max_connections.max(1),
+                    max_pending: args.max_pending.max(1),
                     header_read_timeout: std::time::Duration::from_millis(
                         args.header_timeout_ms.max(100),
                     ),

@@ -104,8 +104,35 @@ pub async fn serve_http(
         .merge(mcp);
     tracing::info!("serving MCP on http://{address}/mcp");
     eprintln!("sdkbox: MCP endpoint http://{address}/mcp (health: http://{address}/healthz)");
-    super::listen::serve(listener, app, options.connections, shutdown).await;
+    let connections = within_descriptors(options.connections);
+    super::listen::serve(listener, app, connections, shutdown).await;
     Ok(())
+}
+
+/// Descriptors kept for everything but client connections: workers' sockets, the provider's
+/// connections, files.
+const RESERVED_DESCRIPTORS: u64 = 256;
+
+/// The connection limits, lowered if this process cannot hold that many sockets (its
+/// descriptor limit raised to the hard limit first).
+fn within_descriptors(limits: ConnectionLimits) -> ConnectionLimits {
+    let available = super::listen::raise_descriptor_limit().saturating_sub(RESERVED_DESCRIPTORS);
+    let fit = |wanted: usize, room: u64| (wanted as u64).min(room).max(1) as usize;
+    let max_connections = fit(limits.max_connections, available / 2);
+    let left = available.saturating_sub(max_connections as u64 + 64);
+    let max_pending = fit(limits.max_pending, left);
+    if (max_connections, max_pending) != (limits.max_connections, limits.max_pending) {
+        tracing::warn!(
+            max_connections,
+            max_pending,
+            "the descriptor limit lowers the connection caps"
+        );
+    }
+    ConnectionLimits {
+        max_connections,
+        max_pending,
+        ..limits
+    }
 }
 
 /// Answers an `initialize` that would need a session with 503 and `Retry-After` when every

@@ -1,10 +1,15 @@
-//! The HTTP listener, with the bounds `axum::serve` lacks: a cap on connections, a deadline
-//! for a request's headers (so sockets that send nothing, or send slowly, are closed), and an
-//! overflow lane that keeps answering `/healthz` (and tells everything else to come back,
-//! 503 with `Retry-After`) while the cap is reached. Accept errors (out of descriptors) pause
-//! the loop briefly instead of spinning or ending it.
+//! The HTTP listener, with the bounds `axum::serve` lacks. A connection costs a lane only
+//! once it has sent its first byte: until then it waits among the *pending*, a bounded set
+//! where the newest arrival pushes out the one silent the longest, so a flood of sockets that
+//! send nothing holds nothing and cannot keep a real client (or a health probe) out. A
+//! connection that speaks is served in the main lane (capped, HTTP/1.1, its headers due
+//! within a deadline, between kept-alive requests too), or, past the cap, in a small overflow
+//! lane that answers `/healthz` and tells everything else to come back (503 with
+//! `Retry-After`); past that, it gets the 503 at once. Accept errors (out of descriptors)
+//! pause the loop briefly instead of spinning or ending it.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -14,12 +19,14 @@ use axum::routing::get;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-/// Connections the overflow lane serves at once, past the cap; past these, new sockets are
-/// closed at once.
+use crate::lock::lock;
+
+/// Connections the overflow lane serves at once, past the cap.
 const OVERFLOW: usize = 64;
 
 /// How long the overflow lane waits for a request's headers.
@@ -28,14 +35,28 @@ const OVERFLOW_HEADER_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long the loop pauses when `accept` fails (out of descriptors, say).
 const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
 
+/// What a connection gets when both lanes are full.
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\nconnection: close\r\n\
+content-length: 0\r\n\r\n";
+
 /// The listener's bounds.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectionLimits {
-    /// Connections served at once.
+    /// Connections served at once (that have sent a byte).
     pub max_connections: usize,
+    /// Connections waiting for their first byte, at most; past it the one silent the
+    /// longest is closed.
+    pub max_pending: usize,
     /// Time a client has to send a request's headers, on a new connection and between the
     /// requests of a kept-alive one.
     pub header_read_timeout: Duration,
+}
+
+/// Connections that have not spoken yet, oldest first, each with what closes it.
+#[derive(Default)]
+struct Pending {
+    next: u64,
+    queue: VecDeque<(u64, CancellationToken)>,
 }
 
 /// Serves `app` on `listener` until `shutdown`, within `limits`.
@@ -45,9 +66,14 @@ pub async fn serve(
     limits: ConnectionLimits,
     shutdown: CancellationToken,
 ) {
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
-    let overflow = Arc::new(Semaphore::new(OVERFLOW));
-    let busy = overflow_app();
+    let lanes = Lanes {
+        app,
+        busy: overflow_app(),
+        main: Arc::new(Semaphore::new(limits.max_connections.max(1))),
+        overflow: Arc::new(Semaphore::new(OVERFLOW)),
+        header_timeout: limits.header_read_timeout,
+    };
+    let pending = Arc::new(Mutex::new(Pending::default()));
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -61,41 +87,74 @@ pub async fn serve(
                 continue;
             }
         };
-        let (permit, service, header_timeout) = match slots.clone().try_acquire_owned() {
-            Ok(permit) => (permit, app.clone(), limits.header_read_timeout),
-            Err(_) => match overflow.clone().try_acquire_owned() {
-                Ok(permit) => (permit, busy.clone(), OVERFLOW_HEADER_TIMEOUT),
-                // Past the cap and the overflow lane: closed, costing nothing more.
-                Err(_) => continue,
-            },
+        let (id, silenced) = {
+            let mut pending = lock(&pending);
+            if pending.queue.len() >= limits.max_pending.max(1)
+                && let Some((_, oldest)) = pending.queue.pop_front()
+            {
+                oldest.cancel();
+            }
+            pending.next += 1;
+            let id = pending.next;
+            let token = shutdown.child_token();
+            pending.queue.push_back((id, token.clone()));
+            (id, token)
         };
-        let shutdown = shutdown.clone();
+        let (lanes, pending) = (lanes.clone(), pending.clone());
         tokio::spawn(async move {
-            connection(stream, service, header_timeout, shutdown).await;
-            drop(permit);
+            let mut byte = [0u8; 1];
+            let first = tokio::select! {
+                spoke = tokio::time::timeout(lanes.header_timeout, stream.peek(&mut byte)) => {
+                    matches!(spoke, Ok(Ok(n)) if n > 0)
+                }
+                _ = silenced.cancelled() => false,
+            };
+            lock(&pending).queue.retain(|(other, _)| *other != id);
+            if first {
+                lanes.serve(stream, silenced).await;
+            }
         });
     }
 }
 
-/// Serves one connection until it ends, or ends it gracefully at shutdown.
+/// Where a connection that spoke is served.
+#[derive(Clone)]
+struct Lanes {
+    app: Router,
+    busy: Router,
+    main: Arc<Semaphore>,
+    overflow: Arc<Semaphore>,
+    header_timeout: Duration,
+}
+
+impl Lanes {
+    async fn serve(&self, mut stream: TcpStream, shutdown: CancellationToken) {
+        if let Ok(permit) = self.main.clone().try_acquire_owned() {
+            connection(stream, self.app.clone(), self.header_timeout, shutdown).await;
+            drop(permit);
+        } else if let Ok(permit) = self.overflow.clone().try_acquire_owned() {
+            connection(stream, self.busy.clone(), OVERFLOW_HEADER_TIMEOUT, shutdown).await;
+            drop(permit);
+        } else {
+            let _ = tokio::time::timeout(OVERFLOW_HEADER_TIMEOUT, stream.write_all(BUSY)).await;
+        }
+    }
+}
+
+/// Serves one HTTP/1.1 connection until it ends, or ends it gracefully at shutdown.
 async fn connection(
-    stream: tokio::net::TcpStream,
+    stream: TcpStream,
     app: Router,
     header_timeout: Duration,
     shutdown: CancellationToken,
 ) {
-    let mut builder = Builder::new(TokioExecutor::new());
+    let mut builder = Builder::new(TokioExecutor::new()).http1_only();
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(header_timeout);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .keep_alive_interval(Some(header_timeout))
-        .keep_alive_timeout(header_timeout);
     let service = TowerToHyperService::new(app);
-    let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+    let connection = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(connection);
     tokio::select! {
         result = connection.as_mut() => {
@@ -105,7 +164,7 @@ async fn connection(
         }
         _ = shutdown.cancelled() => {
             connection.as_mut().graceful_shutdown();
-            let _ = connection.await;
+            let _ = tokio::time::timeout(header_timeout, connection).await;
         }
     }
 }
@@ -122,11 +181,25 @@ fn overflow_app() -> Router {
 pub fn busy() -> Response {
     let mut response = (
         StatusCode::SERVICE_UNAVAILABLE,
-        "the server has as many connections as it serves at once; retry shortly\n",
+        "the server is as busy as it serves at once; retry shortly\n",
     )
         .into_response();
     let headers = response.headers_mut();
     headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     response
+}
+
+/// Raises this process's descriptor limit to its hard limit, so that the connection caps,
+/// not the default of 1,024, decide; returns the limit in effect.
+pub fn raise_descriptor_limit() -> u64 {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if let Some(hard) = limit.maximum {
+        limit.current = Some(hard);
+        if let Err(error) = setrlimit(Resource::Nofile, limit.clone()) {
+            tracing::warn!(%error, "cannot raise the descriptor limit");
+        }
+    }
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
 }

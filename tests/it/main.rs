@@ -32,3 +32,4 @@ mod semantic;
 mod sessions;
 mod specs;
 mod support;
+mod transport;
