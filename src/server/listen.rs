@@ -197,7 +197,7 @@ pub fn raise_descriptor_limit() -> u64 {
     let mut limit = getrlimit(Resource::Nofile);
     if let Some(hard) = limit.maximum {
         limit.current = Some(hard);
-        if let Err(error) = setrlimit(Resource::Nofile, limit.clone()) {
+        if let Err(error) = setrlimit(Resource::Nofile, limit) {
             tracing::warn!(%error, "cannot raise the descriptor limit");
         }
     }
