@@ -188,7 +188,7 @@ impl Gate {
             .collect()
     }
 
-    /// Which write of the run this is: exactly, and by its place in the code.
+    /// Which write of the run this is: exactly, and by its slot (method and URL).
     fn key(&self, fingerprint: Fingerprint, slot: String) -> Key {
         let mut state = lock(&self.state);
         let next = |count: &mut u32| {
@@ -246,13 +246,22 @@ impl Gate {
                 note(Verdict::Replayed, "an earlier run of this code sent it"),
                 response,
             ),
-            Found::SentOtherwise(Fate::Answered(response)) => Decision::Answer(
+            Found::SentOtherwise(Fate::Answered(response)) => Decision::Refuse(
                 note(
-                    Verdict::Replayed,
-                    "an earlier run of this code sent the write at this point of the code, \
-                     with other bytes (a timestamp or random value in it?); not sent again",
+                    Verdict::Denied,
+                    "an earlier run of this code sent another request at this point",
                 ),
-                response,
+                format!(
+                    "{} was not sent: an earlier run of this code sent a request with the same \
+                     method and URL at this point, with other bytes (a timestamp, a random value, \
+                     or data that changed?), and got HTTP {}: {}. sdkbox cannot tell whether \
+                     this is the same write again, so it sends neither. If it is the same, use \
+                     that result (write what you need of it, such as its id, into the code); if \
+                     it is another, change the code to start a new run",
+                    what(),
+                    response.status,
+                    cut(&response.body, 500)
+                ),
             ),
             Found::Sent(Fate::Unknown(why)) | Found::SentOtherwise(Fate::Unknown(why)) => {
                 Decision::Refuse(

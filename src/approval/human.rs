@@ -258,13 +258,15 @@ impl Gate {
     }
 }
 
-/// Why a write whose bytes changed since the user approved it is refused.
+/// Why a write whose bytes changed since the user approved a request to the same method
+/// and URL is refused.
 fn differs(what: &str) -> String {
     format!(
-        "{what} differs from the request the user approved at this point of the code: its bytes \
-         changed between runs (a timestamp, a random value, or data read from the API). It was \
-         not sent: the user approves exact requests. Make the code send the same request each \
-         run (compute such values once, and write them into the code), then run it again"
+        "{what} differs from the request the user approved to the same method and URL: its \
+         bytes changed between runs (a timestamp, a random value, or data read from the API), \
+         or it is another request. It was not sent: the user approves exact requests. If it is \
+         the same request, make the code send the same bytes each run (compute such values \
+         once, and write them into the code), then run it again"
     )
 }
 

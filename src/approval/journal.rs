@@ -6,10 +6,11 @@
 //! re-runs send each write once.
 //!
 //! A write is known two ways: exactly (its fingerprint, and which of the run's identical
-//! writes it is), and by its place in the code (its method and operation, and which of the
-//! run's writes to that operation it is: its slot). A re-run whose write at a place differs
-//! from the earlier one (a timestamp or a random value in its body) is still that write: it
-//! is answered from the journal, and the answer says the bytes differed.
+//! writes it is), and by its slot (its method and URL, and which of the run's requests to
+//! them it is). Only an exact match is answered from the journal. A re-run whose write in a
+//! slot has other bytes than the earlier one (a timestamp or a random value in its body, or
+//! data that changed) might be the same write or another: it is refused, with what the
+//! earlier one got, and never sent twice nor answered with another write's response.
 
 use std::sync::{Arc, Mutex};
 
@@ -21,7 +22,7 @@ use crate::lock::lock;
 
 /// Bytes of responses one journal keeps; past them, a response is kept as a note. Ample for
 /// what writes return, and small enough to ride in a request state (it is the bulk of one).
-pub const MAX_JOURNAL_BYTES: usize = 128 * 1024;
+pub const MAX_JOURNAL_BYTES: usize = 64 * 1024;
 
 /// Writes one chain records at most; past them, a new write of the chain is refused (a
 /// write that was not recorded could be sent again by a re-run).
@@ -38,21 +39,21 @@ pub enum Fate {
     Unknown(String),
 }
 
-/// Which write of a run: exactly, and by its place in the code.
+/// Which write of a run: exactly, and by its slot.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Key {
     /// The request (operation, method, URL, headers, body digest).
     pub fingerprint: Fingerprint,
     /// Which of the run's identical writes it is, from 0.
     pub occurrence: u32,
-    /// Its method and operation (or path, when it matched none).
+    /// Its method and URL.
     pub slot: String,
-    /// Which of the run's writes to that slot it is, from 0.
+    /// Which of the run's requests to that slot it is, from 0.
     pub slot_occurrence: u32,
 }
 
 impl Key {
-    /// Whether `other` is the write at the same place of the code (whatever its bytes).
+    /// Whether `other` is in the same slot (whatever its bytes).
     pub fn same_place(&self, other: &Key) -> bool {
         self.slot == other.slot && self.slot_occurrence == other.slot_occurrence
     }
@@ -72,7 +73,7 @@ pub struct Sent {
 pub enum Found {
     /// An earlier run sent exactly this write: this is what became of it.
     Sent(Fate),
-    /// An earlier run sent the write at this place with other bytes: what became of it.
+    /// An earlier run sent a write in this slot with other bytes: what became of it.
     SentOtherwise(Fate),
     /// Another run of the chain is sending it now.
     InFlight,
@@ -280,7 +281,7 @@ mod tests {
         // The same place with other bytes (a timestamp in the body) is that write.
         let Found::SentOtherwise(Fate::Answered(other)) = claim(&journal, key("b", 0, "POST c", 0))
         else {
-            panic!("not found by its place");
+            panic!("not found by its slot");
         };
         assert_eq!(other.body, "first");
         assert!(matches!(

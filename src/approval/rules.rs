@@ -284,19 +284,19 @@ impl Rules {
             return None;
         }
         let same = |a: &str, b: &str| match reading.fold_case {
-            true => a.eq_ignore_ascii_case(b),
+            true => a == b || folded(a) == folded(b),
             false => a == b,
         };
-        let base = self.base.path().trim_end_matches('/');
-        let path = reading.path.as_str();
-        let rest = path.get(base.len()..).filter(|_| {
-            path.get(..base.len())
-                .is_some_and(|prefix| same(prefix, base))
-        })?;
-        if !(rest.is_empty() || rest.starts_with('/')) {
+        // The base path's segments first, compared one by one in the reading's case.
+        let base: Vec<&str> = segments(self.base.path()).collect();
+        let mut all = segments(&reading.path);
+        let prefix: Vec<&str> = all.by_ref().take(base.len()).collect();
+        let base_ok = prefix.len() == base.len()
+            && prefix.iter().zip(&base).all(|(got, want)| same(want, got));
+        if !base_ok {
             return None;
         }
-        let given: Vec<&str> = segments(rest).collect();
+        let given: Vec<&str> = all.collect();
         let suspicious = |s: &str| {
             let lower = s.to_ascii_lowercase();
             lower.contains("%2f") || lower.contains("%5c") || lower.contains("%2e") || s == ".."
@@ -335,33 +335,55 @@ struct Reading {
     fold_case: bool,
 }
 
-/// The ways a provider's framework could read `path`: as sent; percent-decoded (`\\` as `/`,
-/// dot segments resolved); that without `;` parameters; and that in any case.
+/// The ways a provider's framework could read `path`: as sent; percent-decoded once or twice
+/// (`\\` as `/`, dot segments resolved); that without `;` parameters, and without a format
+/// suffix on the last segment (`close.json`, as Rails and Spring route it); and those in any
+/// case, as Unicode folds it (`ſ` is `s`).
 fn readings(path: &str) -> Vec<Reading> {
-    let decoded = resolve_dots(&percent_decoded(path).replace('\\', "/"));
-    let plain: String = decoded
-        .split('/')
-        .map(|segment| segment.split(';').next().unwrap_or_default())
-        .collect::<Vec<_>>()
-        .join("/");
-    vec![
-        Reading {
-            path: path.to_owned(),
-            fold_case: false,
-        },
-        Reading {
-            path: decoded,
-            fold_case: false,
-        },
-        Reading {
-            path: plain.clone(),
-            fold_case: false,
-        },
-        Reading {
-            path: plain,
-            fold_case: true,
-        },
-    ]
+    let decoded = |text: &str| resolve_dots(&percent_decoded(text).replace('\\', "/"));
+    let once = decoded(path);
+    let twice = decoded(&percent_decoded(path));
+    let mut paths = vec![path.to_owned(), once.clone()];
+    for decoded in [once, twice] {
+        let plain: String = decoded
+            .split('/')
+            .map(|segment| segment.split(';').next().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("/");
+        let unsuffixed = match plain.rsplit_once('/') {
+            Some((head, last)) => match last.rsplit_once('.') {
+                Some((name, _)) if !name.is_empty() => format!("{head}/{name}"),
+                _ => plain.clone(),
+            },
+            None => plain.clone(),
+        };
+        paths.extend([plain, unsuffixed]);
+    }
+    paths.sort();
+    paths.dedup();
+    paths
+        .into_iter()
+        .flat_map(|path| {
+            [
+                Reading {
+                    path: path.clone(),
+                    fold_case: false,
+                },
+                Reading {
+                    path,
+                    fold_case: true,
+                },
+            ]
+        })
+        .collect()
+}
+
+/// `text` as Unicode case-folds it for a case-insensitive comparison.
+fn folded(text: &str) -> String {
+    text.chars()
+        .flat_map(char::to_uppercase)
+        .flat_map(char::to_lowercase)
+        .collect()
 }
 
 /// `text` with `%XX` sequences decoded once (invalid UTF-8 replaced).
@@ -590,10 +612,16 @@ paths:
             "/%61ccounts/close",
             "/V1/accounts/close",
             "/accounts\\close",
+            "/accounts/close.json",
+            "/accounts/clo%C5%BFe",
+            "/accounts/%2563lose",
         ] {
             let found = rules.classify("POST", &url(path));
             assert_eq!(found.rule, Rule::Deny, "{path}: {found:?}");
         }
+        // Another base path is no operation of the spec.
+        let other = Url::parse("http://127.0.0.1:9/v1x/accounts/acct_1").unwrap();
+        assert_eq!(rules.classify("POST", &other).operation, None);
         // An ordinary id is the template's operation, in every reading.
         for path in ["/accounts/acct_1", "/accounts/Ann%20Lee"] {
             let found = rules.classify("POST", &url(path));

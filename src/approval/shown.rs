@@ -44,6 +44,9 @@ pub struct Shown {
     /// The body's size in bytes, as sent.
     #[serde(skip)]
     pub body_bytes: usize,
+    /// Lines of the body as sent (the layout of JSON adds its own, which are not counted).
+    #[serde(skip)]
+    pub body_lines: usize,
 }
 
 impl Shown {
@@ -62,6 +65,7 @@ impl Shown {
             url: visible(url),
             headers: headers.iter().map(|h| visible(h)).collect(),
             body_bytes: body.map_or(0, <[u8]>::len),
+            body_lines: body.map_or(0, |b| 1 + b.iter().filter(|c| **c == b'\n').count()),
             body: body.map(render_body),
         }
     }
@@ -74,9 +78,9 @@ impl Shown {
             + self.body.as_deref().map_or(0, chars)
     }
 
-    /// Lines of the whole question: URL, headers and body as shown.
+    /// Lines of the whole question as sent: URL, headers and the body's own lines.
     pub fn lines(&self) -> usize {
-        1 + self.headers.len() + self.body.as_deref().map_or(0, |b| b.lines().count())
+        1 + self.headers.len() + self.body_lines
     }
 
     /// Whether a human can be asked about it: its whole question fits [`MAX_QUESTION`]
@@ -199,8 +203,10 @@ fn invisible(c: char) -> bool {
             0x00..=0x08 | 0x0B..=0x1F | 0x7F..=0x9F
             | 0xAD | 0x34F | 0x61C | 0x115F | 0x1160 | 0x17B4 | 0x17B5 | 0x180B..=0x180F
             | 0x200B..=0x200F | 0x2028..=0x202E | 0x2060..=0x206F | 0x2800 | 0x3164
-            | 0xFE00..=0xFE0F | 0xFEFF | 0xFFA0 | 0xFFF0..=0xFFFB
-            | 0x1D173..=0x1D17A | 0xE0000..=0xE0FFF)
+            | 0x0600..=0x0605 | 0x06DD | 0x070F | 0x0890 | 0x0891 | 0x08E2
+            | 0xE000..=0xF8FF | 0xFE00..=0xFE0F | 0xFEFF | 0xFFA0 | 0xFFF0..=0xFFFC
+            | 0x110BD | 0x110CD | 0x13430..=0x1343F | 0x1BCA0..=0x1BCA3 | 0x1D159
+            | 0x1D173..=0x1D17A | 0xE0000..=0xE0FFF | 0xF0000..=0x10FFFF)
 }
 
 /// `text` with invisible characters (tabs included) spelt `\u{…}`, runs of more than one
@@ -318,8 +324,14 @@ mod tests {
         assert!(!Shown::new(None, "GET", "http://h/x", &headers, None).whole());
         let tall = "a\n".repeat(MAX_QUESTION_LINES);
         assert!(!Shown::new(None, "POST", "http://h/x", &[], Some(tall.as_bytes())).whole());
+        // The layout of JSON is not the sender's: fifty items on one line are fifty items.
+        let items: Vec<String> = (0..50)
+            .map(|n| format!("{{\"product\":\"p{n}\",\"quantity\":1}}"))
+            .collect();
+        let order = format!("{{\"items\":[{}]}}", items.join(","));
+        assert!(Shown::new(None, "POST", "http://h/x", &[], Some(order.as_bytes())).whole());
         // Blanks that are not spaces are not blank: each shows, and a run of them is too tall.
-        let blank = "\u{2800}\n\u{a0}\n\u{3000}\n".repeat(500);
+        let blank = "\u{2800}\n\u{a0}\n\u{3000}\n\u{1BCA0}\n\u{13430}\n".repeat(300);
         let shown = Shown::new(None, "POST", "http://h/x", &[], Some(blank.as_bytes()));
         assert!(
             shown

@@ -25,8 +25,8 @@ use super::mcp::{answer, form};
 use crate::lock::lock;
 
 /// Writes one input-required result asks about at most; others ask again on the retry. With
-/// questions bounded whole (see `shown.rs`) and the journal (256 KiB), this holds the result
-/// to about half a megabyte, far under any client's message limit.
+/// questions bounded whole (see `shown.rs`) and the journal (64 KiB), this holds the result
+/// to under a quarter of a megabyte, far under any client's message limit.
 const MAX_ASKED: usize = 4;
 
 /// Serials remembered at most; past this, the oldest are forgotten and states up to them

@@ -1,8 +1,9 @@
-//! What the approval page leaves between executions, per caller: the chains of runs of one
-//! code that wait for decisions given on the page, each with its journal (the writes already
-//! sent) and those decisions. Bounded per caller and in all; nothing of one caller is ever
-//! evicted to make room for another's, nor a journal for anything: past a bound, a new
-//! question is refused instead, and says why.
+//! What approvals given outside an execution leave between executions, per caller: the
+//! chains of runs of one code (page or 2026-07-28 retry), each with its journal (the writes
+//! already sent) and the decisions given on the page. Bounded per caller and in all. Nothing
+//! of one caller is ever evicted to make room for another's, nor a chain still waiting for a
+//! decision: past its own bound a caller's chain finished the longest ago goes (a re-run of
+//! that code is then a new run); past every bound, a new question is refused, and says why.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,11 +22,11 @@ pub const GRANT_LIFETIME: Duration = Duration::from_secs(600);
 /// answered from the journal, not sent again.
 pub const CHAIN_LIFETIME: Duration = Duration::from_secs(3_600);
 
-/// Chains one caller may have waiting at once.
-const MAX_CHAINS_PER_CALLER: usize = 16;
+/// Chains one caller may have; past it, its chain finished the longest ago goes.
+const MAX_CHAINS_PER_CALLER: usize = 32;
 
-/// Chains kept in all (each journal holds at most 256 KiB of responses: 64 MiB at most).
-const MAX_CHAINS: usize = 256;
+/// Chains kept in all (each journal holds at most 64 KiB of responses: 64 MiB at most).
+const MAX_CHAINS: usize = 1_024;
 
 /// Decisions one chain keeps; past this the oldest goes (losing a decision only means
 /// asking again).
@@ -73,6 +74,8 @@ struct Chain {
     journal: SharedJournal,
     grants: Vec<Grant>,
     expires: Instant,
+    /// Until when a question of it may still be answered: till then it is waiting.
+    waiting_until: Instant,
 }
 
 type Turns = Arc<Mutex<HashMap<(Caller, String), Arc<tokio::sync::Mutex<()>>>>>;
@@ -145,8 +148,9 @@ impl Store {
         Some(chain.journal.clone())
     }
 
-    /// Keeps `journal` as the chain of this caller's code, or joins the chain another run of
-    /// it made meanwhile (whose journal is returned); refused past the bounds.
+    /// Keeps `journal` as the chain of this caller's code, waiting for a question about to
+    /// be asked, or joins the chain another run of it made meanwhile (whose journal is
+    /// returned); refused past the bounds.
     pub fn publish(
         &self,
         caller: &Caller,
@@ -155,19 +159,14 @@ impl Store {
     ) -> Result<SharedJournal, Full> {
         let mut chains = self.live();
         let key = (caller.clone(), code.to_owned());
+        let now = Instant::now();
         if let Some(chain) = chains.get_mut(&key) {
-            chain.expires = Instant::now() + CHAIN_LIFETIME;
+            chain.expires = now + CHAIN_LIFETIME;
+            chain.waiting_until = now + GRANT_LIFETIME;
             return Ok(chain.journal.clone());
         }
-        room(&chains, caller)?;
-        chains.insert(
-            key,
-            Chain {
-                journal: journal.clone(),
-                grants: Vec::new(),
-                expires: Instant::now() + CHAIN_LIFETIME,
-            },
-        );
+        room(&mut chains, caller)?;
+        chains.insert(key, new_chain(journal.clone(), now));
         Ok(journal.clone())
     }
 
@@ -182,14 +181,12 @@ impl Store {
         let mut chains = self.live();
         let key = (caller.clone(), code.to_owned());
         if !chains.contains_key(&key) {
-            room(&chains, caller)?;
+            room(&mut chains, caller)?;
         }
         let now = Instant::now();
-        let chain = chains.entry(key).or_insert_with(|| Chain {
-            journal: super::journal::shared(Vec::new()),
-            grants: Vec::new(),
-            expires: now + CHAIN_LIFETIME,
-        });
+        let chain = chains
+            .entry(key)
+            .or_insert_with(|| new_chain(super::journal::shared(Vec::new()), now));
         chain.grants.retain(|g| g.expires > now);
         if chain.grants.len() >= MAX_GRANTS_PER_CHAIN {
             chain.grants.remove(0);
@@ -250,20 +247,44 @@ impl Store {
     }
 }
 
-/// Whether one more chain of `caller` fits.
-fn room(chains: &HashMap<(Caller, String), Chain>, caller: &Caller) -> Result<(), Full> {
+/// A chain of `journal`, waiting for the question about to be asked.
+fn new_chain(journal: SharedJournal, now: Instant) -> Chain {
+    Chain {
+        journal,
+        grants: Vec::new(),
+        expires: now + CHAIN_LIFETIME,
+        waiting_until: now + GRANT_LIFETIME,
+    }
+}
+
+/// Makes room for one more chain of `caller`: past its own bound, its chain finished the
+/// longest ago goes; a chain still waiting, or another caller's, never does.
+fn room(chains: &mut HashMap<(Caller, String), Chain>, caller: &Caller) -> Result<(), Full> {
+    let now = Instant::now();
     let own = chains.keys().filter(|(c, _)| c == caller).count();
     if own >= MAX_CHAINS_PER_CALLER {
-        return Err(Full(format!(
-            "this caller already has {own} scripts waiting for decisions on the approval page; \
-             ask the user to decide those first (or wait for them to expire after {} minutes)",
-            CHAIN_LIFETIME.as_secs() / 60
-        )));
+        let finished = chains
+            .iter()
+            .filter(|((c, _), chain)| c == caller && chain.waiting_until <= now)
+            .min_by_key(|(_, chain)| chain.expires)
+            .map(|(key, _)| key.clone());
+        match finished {
+            Some(key) => {
+                chains.remove(&key);
+            }
+            None => {
+                return Err(Full(format!(
+                    "this caller already has {own} scripts waiting for decisions; ask the user \
+                     to decide those first (or wait for them to expire after {} minutes)",
+                    GRANT_LIFETIME.as_secs() / 60
+                )));
+            }
+        }
     }
     if chains.len() >= MAX_CHAINS {
         return Err(Full(
-            "the server has as many scripts waiting for decisions on the approval page as it \
-             keeps; try again once some are decided"
+            "the server keeps as many scripts' approvals as it may; try again once some are \
+             decided"
                 .to_owned(),
         ));
     }
@@ -341,7 +362,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_full_caller_is_refused_and_nobody_else_loses_a_chain() {
+    async fn a_full_caller_loses_its_oldest_finished_chain_and_nobody_else_loses_any() {
         let store = Store::default();
         let (greedy, other) = (caller("greedy"), caller("other"));
         let journal = crate::approval::journal::shared(Vec::new());
@@ -350,13 +371,19 @@ mod tests {
             store
                 .publish(&greedy, &format!("code {n}"), &journal)
                 .unwrap();
+            tokio::time::advance(Duration::from_millis(10)).await;
         }
+        // All still waiting for their questions: a new one is refused.
         let refused = store.publish(&greedy, "one more", &journal).unwrap_err();
         assert!(refused.0.contains("decide those first"), "{refused}");
-        assert!(store.join(&other, "theirs").is_some());
-        assert!(store.join(&greedy, "code 0").is_some());
-        tokio::time::advance(CHAIN_LIFETIME + Duration::from_secs(1)).await;
-        assert!(store.join(&greedy, "code 0").is_none());
+        // Once their questions can no longer be answered, the one finished the longest ago
+        // makes room; the other caller's chain stays.
+        tokio::time::advance(GRANT_LIFETIME).await;
         store.publish(&greedy, "one more", &journal).unwrap();
+        assert!(store.join(&greedy, "code 0").is_none());
+        assert!(store.join(&greedy, "code 1").is_some());
+        assert!(store.join(&other, "theirs").is_some());
+        tokio::time::advance(CHAIN_LIFETIME + Duration::from_secs(1)).await;
+        assert!(store.join(&greedy, "code 1").is_none());
     }
 }

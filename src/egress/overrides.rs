@@ -78,6 +78,14 @@ pub fn find(
             "a UTF-16 or UTF-32 byte order mark",
         ));
     }
+    // UTF-16 or UTF-32 without a byte order mark, as JSON parsers detect it: a zero byte
+    // among the first four (text in UTF-8 has none).
+    if body.len() >= 2 && body.iter().take(4).any(|b| *b == 0) && text_like(headers) {
+        return Some(found(
+            "the body's character set",
+            "UTF-16 or UTF-32 (zero bytes)",
+        ));
+    }
     let text = String::from_utf8_lossy(body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body));
     if let Some(key) = pairs(&text).find(|key| overrides(key)) {
         return Some(found("the body (as a form)", &key));
@@ -98,6 +106,20 @@ pub fn find(
 /// turn both into `_`).
 pub fn header_name(name: &str) -> String {
     name.trim().to_ascii_lowercase().replace('_', "-")
+}
+
+/// Whether the body is declared as text a framework parses (or not declared at all), rather
+/// than as bytes (`application/octet-stream`, images).
+fn text_like(headers: &[(String, String)]) -> bool {
+    let declared = headers
+        .iter()
+        .find(|(name, _)| header_name(name) == "content-type")
+        .map(|(_, value)| value.to_ascii_lowercase());
+    declared.is_none_or(|t| {
+        ["json", "text/", "form", "xml", "javascript"]
+            .iter()
+            .any(|kind| t.contains(kind))
+    })
 }
 
 /// A `charset` parameter that is neither UTF-8 nor Latin-1 (nor ASCII).
@@ -167,15 +189,16 @@ fn json_keys(text: &str) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     let mut keys = Vec::new();
     let mut i = 0;
+    // Linear: every character is passed once by this loop, and a comment or string once
+    // more at most, by the look past the key before it.
     while i < chars.len() {
-        let (key, next) = match chars[i] {
-            '"' | '\'' => quoted(&chars, i),
-            c if c.is_alphabetic() || c == '_' || c == '$' => {
-                let end = (i..chars.len())
-                    .find(|&j| !(chars[j].is_alphanumeric() || "_$-.".contains(chars[j])))
-                    .unwrap_or(chars.len());
-                (chars[i..end].iter().collect(), end)
+        let (key, next) = match (chars[i], chars.get(i + 1)) {
+            ('/', Some('*' | '/')) => {
+                i = skip_blanks(&chars, i);
+                continue;
             }
+            ('"' | '\'', _) => quoted(&chars, i),
+            (c, _) if c.is_alphabetic() || c == '_' || c == '$' || c == '\\' => bare(&chars, i),
             _ => {
                 i += 1;
                 continue;
@@ -188,6 +211,27 @@ fn json_keys(text: &str) -> Vec<String> {
         i = next.max(i + 1);
     }
     keys
+}
+
+/// The bare name (JSON5, JavaScript) that starts at `start`, its `\\u` escapes decoded, and
+/// where it ends.
+fn bare(chars: &[char], start: usize) -> (String, usize) {
+    let mut name = String::new();
+    let mut i = start;
+    while let Some(&c) = chars.get(i) {
+        if c == '\\' && chars.get(i + 1) == Some(&'u') {
+            let hex: String = chars.iter().skip(i + 2).take(4).collect();
+            let unit = u32::from_str_radix(&hex, 16).unwrap_or(0xFFFD);
+            name.push(char::from_u32(unit).unwrap_or('\u{FFFD}'));
+            i += 2 + hex.chars().count();
+        } else if c.is_alphanumeric() || "_$-.".contains(c) {
+            name.push(c);
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    (name, i.max(start + 1))
 }
 
 /// The string that starts with the quote at `start`, escapes decoded, and where it ends.
@@ -367,6 +411,7 @@ mod tests {
             "{'_method': 'DELETE'}",
             r#"{"_method" /* c */ : "DELETE"}"#,
             "{'\\x5fmethod': 'DELETE'}",
+            "{\\u005fmethod: 'DELETE'}",
         ] {
             assert!(in_body(body).is_some(), "{body}");
         }
@@ -374,6 +419,22 @@ mod tests {
             in_body("\u{FEFF}_method=DELETE").unwrap().place,
             "the body (as a form)"
         );
+    }
+
+    /// A hang guard, not a timing: a scan that rescanned the rest of the body at each key
+    /// would take hours on these.
+    #[test]
+    fn reading_a_body_takes_linear_time() {
+        // Unterminated comments and strings: each key candidate must not rescan the rest.
+        for unit in ["a/*", "a//", "\"a\" ", "'a", "a ", "{\"a\":"] {
+            let body = unit.repeat(200_000);
+            let started = std::time::Instant::now();
+            let _ = find(None, &[], Some(body.as_bytes()));
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(20),
+                "{unit}"
+            );
+        }
     }
 
     #[test]
@@ -414,6 +475,12 @@ mod tests {
         )];
         assert_eq!(find(None, &utf8, Some(b"{}")), None);
         assert!(find(None, &[], Some(b"\xff\xfe{\0}\0")).is_some());
+        assert!(find(None, &[], Some(b"\0{\0\"\0_")).is_some());
+        let bytes = [(
+            "content-type".to_owned(),
+            "application/octet-stream".to_owned(),
+        )];
+        assert_eq!(find(None, &bytes, Some(b"\0\0\x01binary")), None);
     }
 
     /// A spelling of one override key: each character in either case, and (`encode`) each

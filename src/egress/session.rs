@@ -538,6 +538,11 @@ impl State {
                                 record.status = Some(raw.status.as_u16());
                                 record.bytes = raw.body.len();
                             }
+                            // Ended with the execution while in flight: it may have
+                            // reached the provider, whichever came first.
+                            Err(EgressError::Cancelled { .. }) => {
+                                record.error = Some(UNFINISHED.to_owned());
+                            }
                             Err(error) => {
                                 record.error = Some(cut(&error.to_string(), MAX_LOGGED_ERROR));
                             }

@@ -223,6 +223,7 @@ mod tests {
                         headers: vec![escaped.clone()],
                         body: Some(escaped.clone()),
                         body_bytes: 0,
+                        body_lines: 1,
                     },
                     policy: crate::approval::Rule::Approve,
                 };

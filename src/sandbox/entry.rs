@@ -114,12 +114,12 @@ pub fn find(parsed: &ParsedSource, guard: &str) -> Option<Entry> {
     // The entry, and the names it is known by (its aliases included).
     let (entry, names, export) = match &default {
         Some(Default::Function(candidate, names)) => (Some(*candidate), names.clone(), None),
-        Some(Default::Other) => (None, Vec::new(), None),
+        Some(Default::Other(_)) => (None, Vec::new(), None),
         None => {
             let chosen = match (run, main) {
                 (Some(run), Some(main)) => {
                     let main_uses_run = run.id.is_some_and(|id| {
-                        !uses(module, &[id.to_id()], None, Some(main.declaration)).is_empty()
+                        !uses(module, &[id.to_id()], &[], Some(main.declaration)).is_empty()
                     });
                     if main_uses_run { main } else { run }
                 }
@@ -132,13 +132,30 @@ pub fn find(parsed: &ParsedSource, guard: &str) -> Option<Entry> {
         }
     };
     let script_calls =
-        entry.is_some_and(|entry| !uses(module, &names, Some(entry.declaration), None).is_empty());
-    let mut guarded: Vec<Candidate<'_>> = Vec::new();
-    for candidate in [entry, run, main].into_iter().flatten() {
-        if !guarded
+        entry.is_some_and(|entry| !uses(module, &names, &[entry.declaration], None).is_empty());
+    // The entry is guarded; so is a `run` or `main` (or a function the default export
+    // names) that the script uses outside the entry, but not a helper only the entry calls.
+    let mut guarded: Vec<Candidate<'_>> = entry.into_iter().collect();
+    let referenced = match &default {
+        Some(Default::Other(functions)) => functions.clone(),
+        _ => Vec::new(),
+    };
+    for candidate in [run, main].into_iter().flatten().chain(referenced) {
+        if guarded
             .iter()
             .any(|g| g.declaration == candidate.declaration)
         {
+            continue;
+        }
+        let outside: Vec<Span> = entry
+            .iter()
+            .map(|e| e.declaration)
+            .chain([candidate.declaration])
+            .collect();
+        let used_elsewhere = candidate
+            .id
+            .is_some_and(|id| !uses(module, &[id.to_id()], &outside, None).is_empty());
+        if used_elsewhere || entry.is_none() {
             guarded.push(candidate);
         }
     }
@@ -190,8 +207,9 @@ enum Default<'a> {
     /// A function: written in the export itself or named by it (followed through aliases),
     /// and the bindings it is known by.
     Function(Candidate<'a>, Vec<Id>),
-    /// Something else (an object, a class, a call): the harness takes it as it is.
-    Other,
+    /// Something else (an object, a class, a call, `f.bind(..)`): the harness takes it as
+    /// it is; the top-level functions it names are guarded.
+    Other(Vec<Candidate<'a>>),
 }
 
 fn default_export(body: &[ModuleItem]) -> Option<Default<'_>> {
@@ -215,7 +233,7 @@ fn default_export(body: &[ModuleItem]) -> Option<Default<'_>> {
                         let names = f.ident.iter().map(Ident::to_id).collect();
                         Default::Function(candidate, names)
                     }
-                    _ => Default::Other,
+                    _ => Default::Other(Vec::new()),
                 });
             }
             ModuleDecl::ExportDefaultExpr(export) => {
@@ -230,15 +248,18 @@ fn default_export(body: &[ModuleItem]) -> Option<Default<'_>> {
                             },
                             Vec::new(),
                         ),
-                        None => Default::Other,
+                        None => Default::Other(named_functions(body, expr)),
                     },
                 });
             }
             ModuleDecl::ExportNamed(named_export) if named_export.src.is_none() => {
                 for specifier in &named_export.specifiers {
+                    let is_default = |name: &ModuleExportName| match name {
+                        ModuleExportName::Ident(ident) => ident.sym == "default",
+                        ModuleExportName::Str(text) => &*text.value == "default",
+                    };
                     if let deno_ast::swc::ast::ExportSpecifier::Named(s) = specifier
-                        && let Some(ModuleExportName::Ident(exported)) = &s.exported
-                        && exported.sym == "default"
+                        && s.exported.as_ref().is_some_and(is_default)
                         && let ModuleExportName::Ident(orig) = &s.orig
                     {
                         return Some(named(body, orig));
@@ -251,6 +272,28 @@ fn default_export(body: &[ModuleItem]) -> Option<Default<'_>> {
     None
 }
 
+/// The top-level functions an expression names (`go.bind(null)`, `wrap(go)`).
+fn named_functions<'a>(body: &'a [ModuleItem], expr: &Expr) -> Vec<Candidate<'a>> {
+    struct Names(Vec<Id>);
+    impl Visit for Names {
+        fn visit_ident(&mut self, ident: &Ident) {
+            self.0.push(ident.to_id());
+        }
+    }
+    let mut names = Names(Vec::new());
+    expr.visit_with(&mut names);
+    names
+        .0
+        .iter()
+        .filter_map(
+            |id| match named(body, &Ident::new(id.0.clone(), Span::default(), id.1)) {
+                Default::Function(candidate, _) => Some(candidate),
+                Default::Other(_) => None,
+            },
+        )
+        .collect()
+}
+
 /// The function a default export names, followed through `const alias = other` aliases.
 fn named<'a>(body: &'a [ModuleItem], ident: &Ident) -> Default<'a> {
     let mut names = vec![ident.to_id()];
@@ -259,14 +302,14 @@ fn named<'a>(body: &'a [ModuleItem], ident: &Ident) -> Default<'a> {
             break;
         };
         let Some((candidate, alias)) = declared_id(body, last) else {
-            return Default::Other;
+            return Default::Other(Vec::new());
         };
         match alias {
             Some(next) => names.push(next),
             None => return Default::Function(candidate, names),
         }
     }
-    Default::Other
+    Default::Other(Vec::new())
 }
 
 /// An expression without parentheses and TypeScript's casts around it.
@@ -278,6 +321,8 @@ fn uncast(expr: &Expr) -> &Expr {
         Expr::TsNonNull(inner) => uncast(&inner.expr),
         Expr::TsTypeAssertion(inner) => uncast(&inner.expr),
         Expr::TsConstAssertion(inner) => uncast(&inner.expr),
+        // `(0, go)` is `go`.
+        Expr::Seq(seq) => seq.exprs.last().map_or(expr, |last| uncast(last)),
         other => other,
     }
 }
@@ -317,7 +362,7 @@ fn declared<'a>(body: &'a [ModuleItem], name: &str) -> Option<Candidate<'a>> {
     let id = declarations(body).find_map(|decl| binding(decl, |id| id.sym == *name))?;
     match named(body, id) {
         Default::Function(candidate, _) => Some(candidate),
-        Default::Other => None,
+        Default::Other(_) => None,
     }
 }
 
@@ -386,7 +431,7 @@ fn declared_id<'a>(body: &'a [ModuleItem], id: &Id) -> Option<(Candidate<'a>, Op
 fn uses(
     module: &deno_ast::swc::ast::Module,
     ids: &[Id],
-    outside: Option<Span>,
+    outside: &[Span],
     inside: Option<Span>,
 ) -> Vec<Span> {
     let mut finder = Uses {
@@ -401,7 +446,7 @@ fn uses(
 
 struct Uses<'a> {
     ids: &'a [Id],
-    outside: Option<Span>,
+    outside: &'a [Span],
     inside: Option<Span>,
     found: Vec<Span>,
 }
@@ -421,7 +466,7 @@ impl Visit for Uses<'_> {
             .ids
             .iter()
             .any(|id| ident.sym == id.0 && ident.ctxt == id.1);
-        let excluded = self.outside.is_some_and(|s| contains(s, ident.span));
+        let excluded = self.outside.iter().any(|s| contains(*s, ident.span));
         let included = self.inside.is_none_or(|s| contains(s, ident.span));
         if same && !excluded && included {
             self.found.push(ident.span);

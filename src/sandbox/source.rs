@@ -66,8 +66,8 @@ const SHALLOW: usize = 64;
 /// nested deeper than [`nesting::MAX_NESTING`] before parsing it, and parses deeply nested
 /// code on a thread with a large stack, so no input can overflow the parser's stack.
 pub fn compile(code: &str) -> Result<Program, SyntaxError> {
-    // The parser drops a byte order mark; offsets into the code must not count it.
-    let code = code.strip_prefix('\u{FEFF}').unwrap_or(code);
+    // The parser drops byte order marks; offsets into the code must not count them.
+    let code = code.trim_start_matches('\u{FEFF}');
     if nesting::deepest(code)? <= SHALLOW {
         return compile_here(code);
     }
@@ -497,6 +497,7 @@ mod tests {
             "\u{FEFF}async function main() { return 1 }",
             "\u{FEFF}async function main() { return 'é' }",
             "\u{FEFF}async (api) => 'é'",
+            "\u{FEFF}\u{FEFF}return 1;",
         ] {
             let program = compile(code).unwrap();
             assert!(program.call_entry, "{}", program.js);

@@ -162,12 +162,19 @@ impl SdkboxServer {
         let egress = self.egress_for(&context)?;
         let caller = self.caller(&context, &egress);
         let dry_run = input.dry_run.unwrap_or(false);
-        let round = self
-            .provider
-            .approvals
-            .begin(&caller, &input.code, dry_run, approve::channel(&context))
-            .await
-            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+        let begun = self.provider.approvals.begin(
+            &caller,
+            &input.code,
+            dry_run,
+            approve::channel(&context),
+        );
+        // Waiting for another run of the same code ends when the call is cancelled.
+        let round = tokio::select! {
+            round = begun => round.map_err(|e| ErrorData::invalid_params(e.to_string(), None))?,
+            _ = context.ct.cancelled() => {
+                return Err(ErrorData::invalid_params("the call was cancelled", None));
+            }
+        };
         let target = Target {
             egress,
             sdk: Some(self.provider.sdk.clone()),

@@ -389,6 +389,7 @@ mod tests {
                     headers: vec!["x-tenant: t1".into()],
                     body: Some("{}".into()),
                     body_bytes: 0,
+                    body_lines: 1,
                 },
                 policy: Rule::Approve,
             }],

@@ -152,12 +152,12 @@ async fn a_second_call_of_a_guarded_function_fails_and_sends_nothing() {
             "guard-overload",
         ),
         (
-            "a helper named run called twice",
+            "a default export that binds main, and main called too",
             format!(
-                "async function run(n: number) {{ {} }}\nasync function main() {{ await run(1); await run(2); }}",
-                create("guard-helper")
+                "async function main() {{ {} }}\nexport default main.bind(null);\nawait main();",
+                create("guard-bound")
             ),
-            "guard-helper",
+            "guard-bound",
         ),
     ];
     for (shape, code, name) in shapes {
@@ -176,6 +176,25 @@ async fn a_second_call_of_a_guarded_function_fails_and_sends_nothing() {
         assert_eq!(demo.customers_named(name).await, 1, "{shape}");
         assert_eq!(yes.asked.load(Ordering::SeqCst), 1, "{shape}");
     }
+    // A helper named `run` that only the entry calls is the script's to call as it likes.
+    let code = format!(
+        "async function run(n: number) {{ {} }}\nasync function main() {{ await run(1); await run(2); }}",
+        create("guard-helper")
+    );
+    let outcome = demo
+        .run_with(
+            &code,
+            Some(human(
+                Answer::ApproveAll {
+                    by: "the user".into(),
+                },
+                Duration::ZERO,
+            )),
+            false,
+        )
+        .await;
+    assert!(outcome.ok, "{outcome:?}");
+    assert_eq!(demo.customers_named("guard-helper").await, 2);
 }
 
 /// A script with an allowed write first, then `n` writes that each need approval.
@@ -635,10 +654,11 @@ async fn runs_of_the_same_code_at_once_share_one_chain() {
 }
 
 /// Review finding: a write whose bytes change between runs (a timestamp) was sent again by
-/// each re-run. It is the write at the same place of the code: answered from the journal.
-/// An approved write whose bytes changed is refused with what to do, not asked forever.
+/// each re-run. It is neither sent again nor answered with another write's response: it is
+/// refused, with what the earlier one got, so the model can use it. An approved write whose
+/// bytes changed is refused with what to do, not asked forever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_write_whose_bytes_change_between_runs_is_sent_once() {
+async fn a_write_whose_bytes_change_between_runs_is_never_sent_twice() {
     let policy = "[policy.operations]\n\"customers.create\" = \"allow\"\n";
     let (demo, approvals) = crate::page::demo_with_page(policy).await;
     let code = "const c = await api.customers.create({ name: 'stamped ' + Date.now() + Math.random(), email: 's@x.io' });\n\
@@ -649,17 +669,18 @@ async fn a_write_whose_bytes_change_between_runs_is_sent_once() {
         names.iter().filter(|n| n.starts_with("stamped ")).count()
     };
     let first = crate::page::run(&demo, &approvals, code).await;
+    let created = first.http[0].clone();
     decide_on_page(&crate::page::link(&first), "approve").await;
     let second = crate::page::run(&demo, &approvals, code).await;
-    assert!(second.ok, "{second:?}");
-    assert_eq!(stamped().await, 1);
-    assert_eq!(orders(&demo).await, before + 1);
-    let note = serde_json::to_value(&second.http[0].policy).unwrap();
-    assert_eq!(note["decision"], "replayed", "{note}");
+    let error = second.error.clone().unwrap_or_else(|| panic!("{second:?}"));
+    assert!(error.message.contains("same method and URL"), "{error:?}");
+    assert_eq!(created.status, Some(200), "{created:?}");
     assert!(
-        note["because"].as_str().unwrap().contains("other bytes"),
-        "{note}"
+        error.message.contains("cus_"),
+        "the earlier response is not shown: {error:?}"
     );
+    assert_eq!(stamped().await, 1);
+    assert_eq!(orders(&demo).await, before);
     // The approved write itself carries a timestamp: the approval is for other bytes.
     let code = "return await api.customers.update({ customer_id: 'cus_002', name: 'approved ' + Date.now() + Math.random() });";
     let first = crate::page::run(&demo, &approvals, code).await;
