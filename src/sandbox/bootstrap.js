@@ -28,6 +28,9 @@
   const JSONStringify = JSON.stringify;
   const JSONParse = JSON.parse;
   const ObjectEntries = Object.entries;
+  const ObjectAssign = Object.assign;
+  const ObjectCreate = Object.create;
+  const ObjectHasOwn = Object.hasOwn;
   const ArrayIsArray = Array.isArray;
   const MAX_DEPTH = 64;
 
@@ -403,13 +406,18 @@
     }
   }
 
+  // `api` and its groups have no prototype: a spec group or method named `constructor`,
+  // `toString` or `valueOf` is the spec's. The names `api` keeps (`request`, `paginate`,
+  // and `then`/`toJSON`, which `await` and `JSON` look for) are renamed with a `_` in the
+  // SDK (spec/naming.rs), so every operation search shows can be called.
   const groups = new Map();
-  const api = new Proxy({ request, paginate }, {
+  const helpers = ObjectAssign(ObjectCreate(null), { request, paginate });
+  const api = new Proxy(helpers, {
     get(target, key) {
-      if (key in target) return target[key];
       if (typeof key !== "string" || key === "then" || key === "toJSON") return undefined;
+      if (ObjectHasOwn(target, key)) return target[key];
       if (!groups.has(key)) {
-        groups.set(key, new Proxy({}, {
+        groups.set(key, new Proxy(ObjectCreate(null), {
           get(_, method) {
             if (typeof method !== "string" || method === "then" || method === "toJSON") return undefined;
             return sdkMethod(key, method);

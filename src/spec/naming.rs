@@ -15,6 +15,21 @@ use super::model::Operation;
 
 const HTTP_VERBS: &[&str] = &["get", "post", "put", "patch", "delete", "head", "options"];
 
+/// Group names `api` keeps for itself (its helpers, and what `await` and `JSON` look for):
+/// a spec group of that name gets a `_` (`api.request_`), which search hits show.
+const RESERVED_GROUPS: &[&str] = &["request", "paginate", "then", "toJSON"];
+
+/// Method names a group keeps for itself (what `await` and `JSON` look for).
+const RESERVED_METHODS: &[&str] = &["then", "toJSON"];
+
+/// `name`, with a `_` when it is one of `reserved`.
+fn unreserved(name: String, reserved: &[&str]) -> String {
+    match reserved.contains(&name.as_str()) {
+        true => format!("{name}_"),
+        false => name,
+    }
+}
+
 /// Sets `group` and `name` on every operation.
 pub fn assign(operations: &mut [Operation]) {
     let mut taken = HashSet::new();
@@ -25,8 +40,8 @@ pub fn assign(operations: &mut [Operation]) {
     });
     for index in order {
         let op = &mut operations[index];
-        op.group = group_of(op);
-        let mut name = name_of(op);
+        op.group = unreserved(group_of(op), RESERVED_GROUPS);
+        let mut name = unreserved(name_of(op), RESERVED_METHODS);
         if !taken.insert((op.group.clone(), name.clone())) {
             name = camel(&words(&op.id));
             let mut n = 2;

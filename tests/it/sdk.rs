@@ -220,3 +220,84 @@ return { cursor, linked };
     );
     assert_eq!(outcome.http.len(), 3 + 3);
 }
+
+/// Issue 21: spec names that are also JavaScript's or `api`'s own (`constructor`,
+/// `toString`, `then`, `request`, `paginate`) are callable, under the names search shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_spec_name_is_callable_under_the_name_search_shows() {
+    let groups = [
+        "constructor",
+        "toString",
+        "valueOf",
+        "then",
+        "request",
+        "paginate",
+        "__proto__",
+    ];
+    let mut text = "openapi: 3.0.0\ninfo: {title: Names, version: '1'}\npaths:\n".to_owned();
+    for (n, group) in groups.iter().enumerate() {
+        for (m, method) in ["constructor", "then", "toString"].iter().enumerate() {
+            text.push_str(&format!(
+                "  /echo/g{n}m{m}:\n    get:\n      operationId: {group}/{method}\n      \
+                 responses: {{'200': {{description: ok}}}}\n"
+            ));
+        }
+    }
+    let spec = sdkbox::spec::parse("names.yaml", &text).unwrap();
+    let api = Arc::new(spec.api);
+    let docs = sdkbox::search::DocsIndex::build(api.clone(), Vec::new()).unwrap();
+    let provider = Provider::start().await;
+    let egress = sdkbox::egress::Egress::new(sdkbox::egress::EgressConfig {
+        base_url: provider.base.clone(),
+        extra_origins: Vec::new(),
+        credential: None,
+        limits: EgressLimits::default(),
+    })
+    .unwrap();
+    let sandbox = InProcessSandbox::new(egress, Some(Arc::new(Sdk::new(api.clone()))));
+    for op in &api.operations {
+        // The name search shows for it is the one the script calls.
+        let hits = docs
+            .search(
+                &op.path.replace('/', " "),
+                20,
+                sdkbox::search::Detail::Compact,
+                &Default::default(),
+            )
+            .unwrap();
+        let shown = format!("api.{}.{}", op.group, op.name);
+        assert!(
+            hits.hits.iter().any(|h| h.id == shown),
+            "{shown} is not among {:?}",
+            hits.hits.iter().map(|h| &h.id).collect::<Vec<_>>()
+        );
+        let code = format!("return (await {shown}({{}})).path;");
+        let outcome = run(&sandbox, &code).await;
+        assert_eq!(
+            outcome.result,
+            serde_json::json!(format!("/v1{}", op.path)),
+            "{shown}: {outcome:?}"
+        );
+    }
+    let names: Vec<String> = api
+        .operations
+        .iter()
+        .map(|op| format!("{}.{}", op.group, op.name))
+        .collect();
+    assert!(names.contains(&"then_.then_".to_owned()), "{names:?}");
+    assert!(
+        names.contains(&"request_.constructor".to_owned()),
+        "{names:?}"
+    );
+    // The helpers are still the helpers.
+    let outcome = run(
+        &sandbox,
+        "return [typeof api.request, typeof api.paginate, api.then];",
+    )
+    .await;
+    assert_eq!(
+        outcome.result,
+        serde_json::json!(["function", "function", null]),
+        "{outcome:?}"
+    );
+}
