@@ -96,9 +96,9 @@ pub async fn fetch(
         etag: header(reqwest::header::ETAG),
         last_modified: header(reqwest::header::LAST_MODIFIED),
     };
-    let text = match response.text().await {
+    let text = match capped_text(response).await {
         Ok(text) => text,
-        Err(error) => return fallback(error.to_string()),
+        Err(error) => return fallback(error),
     };
     if let Err(reason) = accept(&text) {
         return fallback(reason);
@@ -126,4 +126,20 @@ fn store(spec: &Path, meta_path: &Path, text: &str, meta: &Meta) -> std::io::Res
         meta_path,
         &serde_json::to_vec(meta).map_err(std::io::Error::other)?,
     )
+}
+
+/// The body of a spec's response, read up to [`super::MAX_SPEC_BYTES`] and refused past it.
+async fn capped_text(mut response: reqwest::Response) -> Result<String, String> {
+    let limit = super::MAX_SPEC_BYTES;
+    if response.content_length().is_some_and(|n| n > limit as u64) {
+        return Err(format!("the spec is larger than {limit} bytes"));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+        if body.len() + chunk.len() > limit {
+            return Err(format!("the spec is larger than {limit} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    String::from_utf8(body).map_err(|_| "the spec is not UTF-8 text".to_owned())
 }

@@ -64,7 +64,21 @@ pub enum SpecError {
         /// The path or URL.
         source_name: String,
     },
+    /// Larger than sdkbox reads, in some way (bytes, nesting, operations).
+    #[error("the spec {source_name} is too large to read: {what}")]
+    TooLarge {
+        /// The path or URL.
+        source_name: String,
+        /// What is too large, against which bound.
+        what: String,
+    },
 }
+
+/// The largest spec read, in bytes (GitHub's, the largest public one here, is 13 MB).
+pub const MAX_SPEC_BYTES: usize = 64 * 1024 * 1024;
+
+/// The most operations a spec may have (Cloudflare's 1,533 is the most here).
+pub const MAX_OPERATIONS: usize = 20_000;
 
 /// Something in the spec sdkbox had to skip or guess, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,17 +122,24 @@ pub async fn load(source: &str) -> Result<Spec, SpecError> {
 /// fetch fails).
 pub async fn load_cached(source: &str, cache: Option<&std::path::Path>) -> Result<Spec, SpecError> {
     let (document, _) = source::read(source, cache).await?;
-    Ok(from_document(&document))
+    from_document(source, &document)
 }
 
 /// Loads a spec from its text (JSON or YAML); `name` is used in messages.
 pub fn parse(name: &str, text: &str) -> Result<Spec, SpecError> {
     let document = source::parse(name, text)?;
     source::check_version(name, &document)?;
-    Ok(from_document(&document))
+    from_document(name, &document)
 }
 
-fn from_document(root: &Value) -> Spec {
+fn from_document(name: &str, root: &Value) -> Result<Spec, SpecError> {
+    let count = operations::count(root);
+    if count > MAX_OPERATIONS {
+        return Err(SpecError::TooLarge {
+            source_name: name.to_owned(),
+            what: format!("{count} operations, over {MAX_OPERATIONS}"),
+        });
+    }
     let mut warnings = Vec::new();
     let mut schemas = schema::Schemas::new(root);
     let mut operations = operations::read(root, &mut schemas, &mut warnings);
@@ -131,7 +152,7 @@ fn from_document(root: &Value) -> Spec {
             .to_owned()
     };
     let schema_docs = schema_docs(root, &mut schemas, &mut warnings);
-    Spec {
+    Ok(Spec {
         api: Api {
             title: field("title"),
             version: field("version"),
@@ -141,7 +162,7 @@ fn from_document(root: &Value) -> Spec {
             schemas: schema_docs,
         },
         warnings,
-    }
+    })
 }
 
 fn servers(root: &Value) -> Vec<String> {

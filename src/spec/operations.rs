@@ -15,6 +15,18 @@ const METHODS: &[&str] = &[
     "get", "put", "post", "delete", "options", "head", "patch", "trace",
 ];
 
+/// How many operations the document declares, counted before any is read.
+pub fn count(root: &Value) -> usize {
+    let Some(paths) = root.get("paths").and_then(Value::as_object) else {
+        return 0;
+    };
+    paths
+        .values()
+        .filter_map(Value::as_object)
+        .map(|item| METHODS.iter().filter(|m| item.contains_key(**m)).count())
+        .sum()
+}
+
 /// Reads every operation under `paths`.
 pub fn read(
     root: &Value,

@@ -20,6 +20,9 @@ pub struct Schemas<'a> {
     converting: HashSet<String>,
 }
 
+/// Values of an enum kept as a type; a longer enum accepts any string.
+const MAX_ENUM_VALUES: usize = 1_000;
+
 impl<'a> Schemas<'a> {
     /// A converter for `root`.
     pub fn new(root: &'a Value) -> Self {
@@ -115,9 +118,12 @@ impl<'a> Schemas<'a> {
     fn single(&mut self, kind: &str, schema: &Value) -> Result<Shape, RefError> {
         Ok(match kind {
             "string" => Shape::String {
+                // An enum of thousands is a list, not a type: any string is accepted (and the
+                // values are not copied into every signature and hit).
                 values: schema
                     .get("enum")
                     .and_then(Value::as_array)
+                    .filter(|vs| vs.len() <= MAX_ENUM_VALUES)
                     .map(|vs| {
                         vs.iter()
                             .filter_map(Value::as_str)

@@ -251,3 +251,74 @@ async fn a_spec_fetched_by_url_is_cached_revalidated_and_used_offline() {
         .unwrap_err();
     assert!(error.to_string().contains(&url), "{error}");
 }
+
+/// Issue 21: specs load in bounded time and memory, or are refused saying what is too
+/// large: deep YAML flow nesting, too many operations, a spec over the size cap by URL; an
+/// enum of thousands loads as a plain string.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pathological_specs_are_refused_or_loaded_within_bounds() {
+    let head = "openapi: 3.0.0\ninfo: {title: t, version: '1'}\npaths: {}\n";
+    let nested = |depth: usize| format!("{head}x: {}{}\n", "[".repeat(depth), "]".repeat(depth));
+    assert!(sdkbox::spec::parse("ok.yaml", &nested(60)).is_ok());
+    let error = sdkbox::spec::parse("deep.yaml", &nested(70))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(error.contains("nested 65 levels deep at line 4"), "{error}");
+    // Brackets inside quoted scalars and comments are not nesting.
+    let quoted = format!(
+        "{head}x: '{}'\ny: \"{}\"\n# {}\n",
+        "[".repeat(100),
+        "{".repeat(100),
+        "[".repeat(100)
+    );
+    assert!(sdkbox::spec::parse("quoted.yaml", &quoted).is_ok());
+    // Too many operations, refused before any is read.
+    let paths: serde_json::Map<String, serde_json::Value> = (0..=sdkbox::spec::MAX_OPERATIONS)
+        .map(|n| {
+            (
+                format!("/p{n}"),
+                json!({"get": {"responses": {"200": {"description": "ok"}}}}),
+            )
+        })
+        .collect();
+    let many = json!({"openapi": "3.0.0", "info": {"title": "t", "version": "1"}, "paths": paths});
+    let started = Instant::now();
+    let error = sdkbox::spec::parse("many.json", &many.to_string())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(error.contains("20001 operations, over 20000"), "{error}");
+    println!(
+        "{} operations refused in {:?}",
+        sdkbox::spec::MAX_OPERATIONS + 1,
+        started.elapsed()
+    );
+    // An enum of thousands accepts any string.
+    let values: Vec<String> = (0..5_000).map(|n| format!("v{n}")).collect();
+    let enumerated = json!({"openapi": "3.0.0", "info": {"title": "t", "version": "1"},
+        "paths": {"/x": {"get": {"operationId": "x/get", "parameters": [{"name": "kind", "in": "query",
+            "schema": {"type": "string", "enum": values}}], "responses": {"200": {"description": "ok"}}}}}});
+    let spec = sdkbox::spec::parse("enum.json", &enumerated.to_string()).unwrap();
+    let sdk = Sdk::new(Arc::new(spec.api));
+    let call = SdkCall {
+        group: "x".into(),
+        method: "get".into(),
+        params: json!({"kind": "v4999x"}),
+    };
+    assert!(sdk.prepare(&call).is_ok());
+    // A spec by URL larger than the cap is refused as it streams in.
+    let big = axum::Router::new().route(
+        "/spec.yaml",
+        axum::routing::get(|| async { "#".repeat(sdkbox::spec::MAX_SPEC_BYTES + 1) }),
+    );
+    let base = crate::support::serve_on_loopback(big).await;
+    let url = base.join("spec.yaml").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let error = sdkbox::spec::load_cached(url.as_str(), Some(dir.path()))
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(error.contains("larger than"), "{error}");
+}
