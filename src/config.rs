@@ -296,12 +296,16 @@ impl ProviderFile {
             ..defaults
         };
         if exec_limits.max_output_bytes < 8_192
+            || exec_limits.max_output_bytes > crate::answer::MAX_ANSWER_BYTES
             || exec_limits.max_result_chars > exec_limits.max_output_bytes / 2
         {
             return Err(ConfigError::Invalid(format!(
-                "limits.max_output_bytes ({}) must be at least 8192 and hold limits.max_result_chars \
-                 ({}) twice over: the structured result and its text each get half",
-                exec_limits.max_output_bytes, exec_limits.max_result_chars
+                "limits.max_output_bytes ({}) must be from 8192 to {} and hold \
+                 limits.max_result_chars ({}) twice over: the structured result and its text each \
+                 get half",
+                exec_limits.max_output_bytes,
+                crate::answer::MAX_ANSWER_BYTES,
+                exec_limits.max_result_chars
             )));
         }
         let guides_dir = self.guides.or_else(|| {

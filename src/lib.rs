@@ -4,6 +4,7 @@
 //! Data flows one way: spec -> model -> (SDK, docs index) -> server -> tools -> sandbox ->
 //! egress. See ARCHITECTURE.md for the map and the invariants.
 
+pub mod answer;
 pub mod approval;
 pub mod config;
 pub mod deadline;

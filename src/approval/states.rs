@@ -22,11 +22,11 @@ use serde::{Deserialize, Serialize};
 use super::ask::{Answer, Ask, Fingerprint, random_hex};
 use super::journal::{Key, Sent};
 use super::mcp::{answer, form};
+use crate::answer::MAX_ANSWER_BYTES;
 use crate::lock::lock;
 
-/// Writes one input-required result asks about at most; others ask again on the retry. With
-/// questions bounded whole (see `shown.rs`) and the journal (64 KiB), this holds the result
-/// to under a quarter of a megabyte, far under any client's message limit.
+/// Writes one input-required result asks about at most; others ask again on the retry. The
+/// result as a whole is held to [`MAX_ANSWER_BYTES`]: past it, fewer are asked.
 const MAX_ASKED: usize = 4;
 
 /// Serials remembered at most; past this, the oldest are forgotten and states up to them
@@ -107,35 +107,50 @@ impl RequestStates {
         waiting: &[(Ask, Key)],
         carried: Carried,
     ) -> Result<InputRequiredResult, String> {
-        let mut requests = BTreeMap::new();
-        let mut writes = Vec::new();
-        for (n, (ask, write)) in waiting.iter().take(MAX_ASKED).enumerate() {
-            let key = format!("approve-{n}");
-            requests.insert(
-                key.clone(),
-                InputRequest::Elicitation(ElicitRequest::new(form(ask))),
-            );
-            writes.push((key, write.clone()));
-        }
         let serial = {
             let mut used = lock(&self.used);
             used.next += 1;
             used.next
         };
-        let sealed = Sealed {
-            epoch: self.epoch.clone(),
-            serial,
-            writes,
-            carried,
-        };
-        let options = SealOptions::new()
-            .associated_data(code.as_bytes())
-            .ttl(self.lifetime);
-        let state = self
-            .codec
-            .seal_json_with(&sealed, &options)
-            .map_err(|e| e.to_string())?;
-        Ok(InputRequiredResult::new(Some(requests), Some(state)))
+        // As many questions as fit in one answer with the state; the others are asked on the
+        // retry (at least one always fits: a question and the journal are bounded).
+        let mut asked = waiting.len().min(MAX_ASKED);
+        loop {
+            let mut requests = BTreeMap::new();
+            let mut writes = Vec::new();
+            for (n, (ask, write)) in waiting.iter().take(asked).enumerate() {
+                let key = format!("approve-{n}");
+                requests.insert(
+                    key.clone(),
+                    InputRequest::Elicitation(ElicitRequest::new(form(ask))),
+                );
+                writes.push((key, write.clone()));
+            }
+            let sealed = Sealed {
+                epoch: self.epoch.clone(),
+                serial,
+                writes,
+                carried: carried.clone(),
+            };
+            let options = SealOptions::new()
+                .associated_data(code.as_bytes())
+                .ttl(self.lifetime);
+            let state = self
+                .codec
+                .seal_json_with(&sealed, &options)
+                .map_err(|e| e.to_string())?;
+            let result = InputRequiredResult::new(Some(requests), Some(state));
+            let size = serde_json::to_vec(&result).map_or(usize::MAX, |bytes| bytes.len());
+            if size <= MAX_ANSWER_BYTES {
+                return Ok(result);
+            }
+            if asked <= 1 {
+                return Err(format!(
+                    "the input-required result would be {size} bytes, over {MAX_ANSWER_BYTES}"
+                ));
+            }
+            asked -= 1;
+        }
     }
 
     /// Reads a retry: the state must be ours, unexpired and for this code, and unused; each
@@ -304,5 +319,35 @@ mod tests {
             assert_eq!(opened.carried.journal.len(), 1);
             assert!(opened.asked_again.unwrap().contains("restart"));
         }
+    }
+
+    #[test]
+    fn an_input_required_result_is_bounded_whole() {
+        let states = RequestStates::new(&[7; 32], Duration::from_secs(60)).unwrap();
+        // Four questions as large as a human is asked, and a journal at its bound.
+        let body = format!("{{\"pad\":\"{}\"}}", "\\u0041".repeat(2_600));
+        let shown = Shown::new(None, "POST", "http://h/x", &[], Some(body.as_bytes()));
+        assert!(shown.whole());
+        let waiting: Vec<(Ask, Key)> = (0..4)
+            .map(|n| {
+                (
+                    Ask::new("e1", shown.clone(), "rule"),
+                    write(&format!("w{n}")),
+                )
+            })
+            .collect();
+        let mut response = crate::egress::ScriptResponse::ok_for_tests(&"\"".repeat(60 * 1024));
+        response.headers.clear();
+        let carried = Carried {
+            journal: vec![Sent {
+                key: write("sent"),
+                fate: super::super::journal::Fate::Answered(response),
+            }],
+            ..Carried::default()
+        };
+        let required = states.input_required("code", &waiting, carried).unwrap();
+        let size = serde_json::to_vec(&required).unwrap().len();
+        assert!(size <= MAX_ANSWER_BYTES, "{size}");
+        assert!(!required.input_requests.unwrap().is_empty());
     }
 }

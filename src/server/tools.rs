@@ -10,7 +10,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::json;
 
 use crate::sandbox::{ErrorKind, Outcome};
-use crate::search::{Detail, MAX_LIMIT, Results};
+use crate::search::{Detail, Hit, MAX_LIMIT, Results};
 
 /// A tool input whose deserialization errors name the argument at fault ("`code`: invalid
 /// type: integer `42`, expected a string"): serde alone says only what it expected, and the
@@ -153,14 +153,36 @@ fn schema(value: serde_json::Value) -> Arc<JsonObject> {
 
 /// Search results as a tool result: structured, with the hits as text too.
 pub fn search_result(results: &Results) -> CallToolResult {
-    let mut structured = json!({
-        "hits": results.hits.iter().map(|h| json!({"kind": h.kind, "id": h.id, "text": h.text})).collect::<Vec<_>>(),
-    });
-    if let Some(hint) = &results.hint {
-        structured["hint"] = json!(hint);
+    // The structured hits and their text rendering each get half of one answer: hits are
+    // cut, then the last dropped, until both fit.
+    let half = crate::answer::MAX_ANSWER_BYTES / 2 - 1_024;
+    let per_hit = half / results.hits.len().max(1);
+    let mut hits: Vec<Hit> = results
+        .hits
+        .iter()
+        .map(|h| Hit {
+            text: crate::egress::cut(&h.text, per_hit / 2),
+            ..h.clone()
+        })
+        .collect();
+    let structured = |hits: &[Hit]| {
+        let mut structured = json!({
+            "hits": hits.iter().map(|h| json!({"kind": h.kind, "id": h.id, "text": h.text})).collect::<Vec<_>>(),
+        });
+        if let Some(hint) = &results.hint {
+            structured["hint"] = json!(hint);
+        }
+        structured
+    };
+    while hits.len() > 1 && structured(&hits).to_string().len() > half {
+        hits.pop();
     }
-    let mut result = CallToolResult::structured(structured);
-    result.content = vec![rmcp::model::ContentBlock::text(results.to_text())];
+    let shown = Results {
+        hits,
+        hint: results.hint.clone(),
+    };
+    let mut result = CallToolResult::structured(structured(&shown.hits));
+    result.content = vec![rmcp::model::ContentBlock::text(shown.to_text())];
     result
 }
 
@@ -322,7 +344,7 @@ mod tests {
     use crate::approval::{Note, Planned, Rule, Shown, Verdict};
     use crate::egress::CallRecord;
     use crate::sandbox::{ConsoleLine, ExecError, Timings, Truncation};
-    use crate::search::{Hit, Results};
+    use crate::search::Results;
 
     fn validator(schema: &JsonObject) -> jsonschema::Validator {
         jsonschema::draft202012::new(&serde_json::Value::Object(schema.clone()))
@@ -511,6 +533,31 @@ mod tests {
         assert!(
             !validator.is_valid(wrong.structured_content.as_ref().unwrap_or(&json!(null))),
             "the schema must refuse what the official clients refuse"
+        );
+    }
+
+    #[test]
+    fn a_search_answer_is_bounded_whole_whatever_the_hits() {
+        let validator = validator(&search_output_schema());
+        let huge = Hit {
+            kind: "operation",
+            id: "api.x.y".into(),
+            text: "é\"x".repeat(200_000),
+            score: 1.0,
+        };
+        let results = Results {
+            hits: vec![huge; MAX_LIMIT],
+            hint: None,
+        };
+        let result = search_result(&results);
+        assert_valid(&validator, &result);
+        let size = serde_json::to_vec(&result).unwrap().len();
+        assert!(size <= crate::answer::MAX_ANSWER_BYTES, "{size}");
+        assert!(
+            !result.structured_content.unwrap()["hits"]
+                .as_array()
+                .unwrap()
+                .is_empty()
         );
     }
 }

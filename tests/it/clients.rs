@@ -18,7 +18,7 @@ use crate::support::{Listening, listening};
 /// Every check an approvals client runs (`approvals.mjs`, `approvals.py`): its elicitation
 /// handler approves, declines or cancels by the customer's name, and the demo provider's own
 /// list shows which writes went out.
-const APPROVAL_CHECKS: [&str; 12] = [
+const APPROVAL_CHECKS: [&str; 13] = [
     "tools",
     "approved_write",
     "declined_write",
@@ -29,6 +29,7 @@ const APPROVAL_CHECKS: [&str; 12] = [
     "two_approvals",
     "four_approvals",
     "entry_called_by_the_script",
+    "large_question",
     "dry_run",
     "channel",
 ];

@@ -205,6 +205,24 @@ async def main():
             count = (await customer_names()).count(name)
             assert count == 1, f"{name} is in the list {count} times"
 
+        # A question as large as a human is shown is asked, whole, within one answer's bound; a
+        # larger one is refused without asking.
+        async def large_question():
+            name = f"approve-large-{sfx}"
+            pad = "p" * 14000
+            code = (
+                f"return await api.customers.create({{ name: {json.dumps(name)}, email: \"l{sfx}@example.com\", "
+                f"metadata: {{ pad: \"{pad}\" }} }});"
+            )
+            result, outcome, asks = await run(code)
+            assert outcome.get("ok") is True, str(outcome)[:500]
+            assert asks == 1, f"the user was asked {asks} times"
+            over = code.replace(pad, "p" * 30000).replace(name, f"{name}-over")
+            result, outcome, asks = await run(over)
+            message = (outcome.get("error") or {}).get("message", "")
+            assert outcome.get("ok") is False and "too large" in message, str(outcome)[:500]
+            assert asks == 0, f"the user was asked {asks} times about a question too large"
+
         async def dry_run():
             name = f"dry-{sfx}"
             result, outcome, asks = await run(create(name, f"d{sfx}@example.com"), dry_run=True)
@@ -233,6 +251,7 @@ async def main():
             ("two_approvals", two_approvals),
             ("four_approvals", four_approvals),
             ("entry_called_by_the_script", entry_called_by_the_script),
+            ("large_question", large_question),
             ("dry_run", dry_run),
             ("channel", channel),
         ]:

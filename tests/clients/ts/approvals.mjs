@@ -55,13 +55,17 @@ if (sdk === "v1") client.setRequestHandler(modules.types.ElicitRequestSchema, de
 else client.setRequestHandler("elicitation/create", decide);
 
 // A tap on what the server sends, to tell which channel the approvals came through.
-const wire = { elicitRequests: 0, inputRequired: 0 };
+const wire = { elicitRequests: 0, inputRequired: 0, largest: 0 };
 const tapped = transport();
 await client.connect(tapped);
 const deliver = tapped.onmessage;
 tapped.onmessage = (message, extra) => {
   if (message?.method === "elicitation/create") wire.elicitRequests += 1;
   if (message?.result?.resultType === "input_required") wire.inputRequired += 1;
+  // The largest question as it came over the wire (a form, or an input-required result).
+  if (message?.method === "elicitation/create" || message?.result?.resultType === "input_required") {
+    wire.largest = Math.max(wire.largest, Buffer.byteLength(JSON.stringify(message)));
+  }
   return deliver.call(tapped, message, extra);
 };
 
@@ -196,6 +200,22 @@ await check("entry_called_by_the_script", async () => {
   assert(asks === 1, `the user was asked ${asks} times, not once`);
   const count = (await customerNames()).filter((n) => n === name).length;
   assert(count === 1, `${name} is in the list ${count} times`);
+});
+
+// A question as large as a human is shown is asked, whole, within one answer's bound; a
+// larger one is refused without asking.
+await check("large_question", async () => {
+  const name = `approve-large-${sfx}`;
+  const pad = "p".repeat(14000);
+  const code = `return await api.customers.create({ name: ${JSON.stringify(name)}, email: "l${sfx}@example.com", metadata: { pad: "${pad}" } });`;
+  const { result, outcome, asks } = await run(code);
+  assert(outcome.ok === true, `outcome: ${show(result).slice(0, 500)}`);
+  assert(asks === 1, `the user was asked ${asks} times`);
+  assert(wire.largest > 14000 && wire.largest <= 256 * 1024, `largest question on the wire: ${wire.largest} bytes`);
+  const over = code.replace(pad, "p".repeat(30000)).replace(name, `${name}-over`);
+  const refused = await run(over);
+  assert(refused.outcome.ok === false && /too large/.test(refused.outcome.error?.message ?? ""), `outcome: ${show(refused.result).slice(0, 500)}`);
+  assert(refused.asks === 0, `the user was asked ${refused.asks} times about a question too large`);
 });
 
 await check("dry_run", async () => {
