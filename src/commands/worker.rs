@@ -23,6 +23,9 @@ pub struct WorkerArgs {
     /// Open files limit of the process.
     #[arg(long, default_value_t = 64)]
     pub open_files: u64,
+    /// Threads limit of the user (RLIMIT_NPROC).
+    #[arg(long, default_value_t = 4_096)]
+    pub threads: u64,
     /// Make the test-only crash op reachable (worker crash tests).
     #[arg(long)]
     pub test_crash_op: bool,
@@ -44,6 +47,7 @@ pub fn worker(args: WorkerArgs) -> Result<ExitCode> {
         address_space_bytes: args.address_space_bytes,
         cpu_seconds: args.cpu_seconds,
         open_files: args.open_files,
+        threads: args.threads,
     };
     if args.probe {
         let probe = sdkbox::worker::probe(&process)?;

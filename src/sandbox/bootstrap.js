@@ -485,7 +485,10 @@
     clearTimeout: clear,
     clearInterval: clear,
   };
-  if (testCrash) installed.sdkboxTestCrash = () => op_sdkbox_test_crash();
+  if (testCrash) {
+    installed.sdkboxTestCrash = () => op_sdkbox_test_crash(0);
+    installed.sdkboxTestThreads = (n) => op_sdkbox_test_crash(n);
+  }
   for (const [name, value] of ObjectEntries(installed)) {
     Object.defineProperty(globalThis, name, { value, writable: true, configurable: true, enumerable: false });
   }

@@ -200,11 +200,15 @@ async fn op_sdkbox_call(
         .into()
 }
 
-/// Kills the process the way a panicking op does on QuickJS, for the worker crash tests.
-/// Without [`TestHooks`] in the state it only says it is unavailable.
+/// For the worker crash tests, what an engine a script escaped could do: with `threads` 0,
+/// kill the process the way a panicking op does on QuickJS; else start that many threads
+/// that never end. Without [`TestHooks`] in the state it only says it is unavailable.
 #[op2(fast)]
-fn op_sdkbox_test_crash(state: &mut OpState) -> bool {
-    if state.try_borrow::<TestHooks>().is_some() {
+fn op_sdkbox_test_crash(state: &mut OpState, threads: u32) -> bool {
+    if state.try_borrow::<TestHooks>().is_none() {
+        return false;
+    }
+    if threads == 0 {
         #[allow(
             clippy::panic,
             reason = "a test-only crash, enabled by the worker crash tests"
@@ -213,7 +217,17 @@ fn op_sdkbox_test_crash(state: &mut OpState) -> bool {
             panic!("test-only crash requested by the script");
         }
     }
-    false
+    for _ in 0..threads {
+        let spawned = std::thread::Builder::new().stack_size(64 * 1024).spawn(|| {
+            loop {
+                std::thread::park();
+            }
+        });
+        if spawned.is_err() {
+            return false;
+        }
+    }
+    true
 }
 
 #[cfg(test)]
@@ -247,7 +261,7 @@ mod tests {
               try { Deno.core.ops[op]("boom\n", false); out.push(op + ": ran"); }
               catch (e) { out.push(op + ": " + e.message); }
             }
-            out.push("crash op: " + Deno.core.ops.op_sdkbox_test_crash());
+            out.push("crash op: " + Deno.core.ops.op_sdkbox_test_crash(0));
             out.join("; ")
         "#;
         let value = runtime.execute_script("probe.js", code).unwrap();

@@ -70,6 +70,7 @@ impl PoolConfig {
                     address_space_bytes: 8 << 30,
                     cpu_seconds: 3600,
                     open_files: 64,
+                    threads: 4_096,
                 },
             },
         })
@@ -193,6 +194,14 @@ impl Inner {
                 tracing::debug!(
                     pid = worker.pid(),
                     "an idle worker served another caller; replacing it"
+                );
+            } else if worker
+                .threads()
+                .is_some_and(|n| n > super::process::MAX_THREADS)
+            {
+                tracing::error!(
+                    pid = worker.pid(),
+                    "an idle worker started more threads than a sandbox needs; killing it"
                 );
             } else if worker.spoke_while_idle() {
                 tracing::error!(
@@ -342,6 +351,13 @@ fn failure_error(
                  process was killed; do less per call (fewer requests, smaller pages, no heavy \
                  loops) or ask for a larger timeout_ms",
                 limits.timeout.as_millis()
+            ),
+        ),
+        RunFailure::Threads(threads) => ExecError::new(
+            ErrorKind::Crashed,
+            format!(
+                "the sandbox process started {threads} threads, more than a sandbox needs, so \
+                 it was killed; nothing of it survives, and the next call runs in a fresh process"
             ),
         ),
         RunFailure::Crashed(status) | RunFailure::NotStarted(status) => ExecError::new(

@@ -81,12 +81,22 @@ impl StderrLines {
 pub enum RunFailure {
     /// The worker overran its deadline and grace and was killed.
     Killed,
+    /// The worker started more threads than a sandbox needs and was killed: this many.
+    Threads(usize),
     /// The worker died while running the code: its exit status, as words.
     Crashed(String),
     /// The worker died before it took the run (it was killed while idle, say): none of the
     /// code ran, so the call can go to another worker.
     NotStarted(String),
 }
+
+/// Threads a worker needs at most (it has two while it runs an execution): past these, an
+/// engine escaped by a script is starting its own, and the worker is killed. Counted by the
+/// supervisor, whatever the worker's user (the kernel's RLIMIT_NPROC spares root).
+pub const MAX_THREADS: usize = 32;
+
+/// How often a running worker's threads are counted.
+const THREAD_CHECK: Duration = Duration::from_millis(200);
 
 /// A running worker process.
 pub struct WorkerProcess {
@@ -121,6 +131,7 @@ impl WorkerProcess {
             ])
             .args(["--cpu-seconds", &settings.process.cpu_seconds.to_string()])
             .args(["--open-files", &settings.process.open_files.to_string()])
+            .args(["--threads", &settings.process.threads.to_string()])
             .env_clear()
             .current_dir(home.path())
             .stdin(Stdio::from(OwnedFd::from(theirs)))
@@ -212,8 +223,15 @@ impl WorkerProcess {
             deadline.reached(grace).await;
         };
         tokio::pin!(kill);
+        let mut count = tokio::time::interval(THREAD_CHECK);
         loop {
             tokio::select! {
+                _ = count.tick() => {
+                    if let Some(threads) = self.threads().filter(|n| *n > MAX_THREADS) {
+                        self.kill().await;
+                        return Err(RunFailure::Threads(threads));
+                    }
+                }
                 message = self.channel.recv::<FromWorker>() => match message {
                     Ok(Some(FromWorker::Done { report })) => return Ok(report),
                     Ok(Some(FromWorker::Started)) => started = true,
@@ -269,6 +287,17 @@ impl WorkerProcess {
                 }
             }
         }
+    }
+
+    /// The worker's threads now, where the system tells (`/proc`).
+    pub fn threads(&self) -> Option<usize> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid?)).ok()?;
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("Threads:"))?
+            .trim()
+            .parse()
+            .ok()
     }
 
     /// Kills the process (SIGKILL) and reaps it.

@@ -44,6 +44,21 @@ pub(super) fn enter_namespaces() -> String {
     NOT_LINUX.to_owned()
 }
 
+/// Without a user namespace the worker may not chroot: no root is made.
+pub(super) fn make_empty_root() -> std::io::Result<std::path::PathBuf> {
+    Err(std::io::Error::other("not Linux"))
+}
+
+/// Without a user namespace the worker may not chroot: its root stays.
+pub(super) fn enter_empty_root(_root: std::io::Result<std::path::PathBuf>) -> String {
+    "unchanged (not Linux)".to_owned()
+}
+
+/// Metadata of a path, for the probe.
+pub(super) fn stat_with_empty_path_flag(path: &str) -> std::io::Result<()> {
+    std::fs::metadata(path).map(drop)
+}
+
 /// No portable undumpable flag: says so once, at start.
 pub(super) fn protect_supervisor() -> Result<(), HardenError> {
     tracing::warn!(

@@ -85,6 +85,60 @@ pub(super) fn enter_namespaces() -> String {
     }
 }
 
+/// Makes an empty directory to become the process's root, in the working directory (a
+/// worker's own temporary one): before the user namespace is entered, whose unmapped user
+/// may create nothing. Searchable by anyone, readable and writable by nobody.
+pub(super) fn make_empty_root() -> std::io::Result<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let root = std::env::current_dir()?.join(format!("root-{}", std::process::id()));
+    std::fs::create_dir(&root)?;
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o111))?;
+    Ok(root)
+}
+
+/// Makes `root` (empty) the process's root, in the user namespace it has just entered (where
+/// it may chroot): a path then leads nowhere, so even a call the allow-list lets through with
+/// a path (`statx` with `AT_EMPTY_PATH` set, which the kernel still resolves for a non-empty
+/// path) learns nothing of the files. Says what happened.
+pub(super) fn enter_empty_root(root: std::io::Result<std::path::PathBuf>) -> String {
+    let entered = root.and_then(|root| {
+        rustix::process::chroot(&root)?;
+        rustix::process::chdir("/")?;
+        Ok(())
+    });
+    match entered {
+        Ok(()) => "an empty directory".to_owned(),
+        Err(e) => format!("unchanged ({e})"),
+    }
+}
+
+/// `statx` of `path` with `AT_EMPTY_PATH` among its flags, for the probe: the raw system
+/// call, so that no library's fallback hides what the kernel answered.
+pub(super) fn stat_with_empty_path_flag(path: &str) -> std::io::Result<()> {
+    let path = std::ffi::CString::new(path).map_err(std::io::Error::other)?;
+    let mut buffer = [0u8; 256];
+    #[allow(
+        unsafe_code,
+        reason = "a raw statx into a local buffer larger than struct statx, for the probe only"
+    )]
+    // SAFETY: `path` is a valid C string and `buffer` outlives the call and is larger than
+    // `struct statx` (256 bytes); the kernel writes nothing else.
+    let answer = unsafe {
+        libc::syscall(
+            libc::SYS_statx,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_BASIC_STATS,
+            buffer.as_mut_ptr(),
+        )
+    };
+    match answer {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
 fn drop_capabilities() -> rustix::io::Result<()> {
     for capability in CapabilitySet::all().iter() {
         // Needs CAP_SETPCAP, which an unprivileged worker lacks; it has nothing to drop then.

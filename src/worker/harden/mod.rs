@@ -45,6 +45,9 @@ pub struct ProcessLimits {
     pub cpu_seconds: u64,
     /// Open files (RLIMIT_NOFILE).
     pub open_files: u64,
+    /// Threads of the worker's user, all its processes together (RLIMIT_NPROC; the kernel
+    /// does not apply it to root, so the supervisor also counts a running worker's threads).
+    pub threads: u64,
 }
 
 /// A hardening step that failed; the worker refuses to run without it.
@@ -89,7 +92,9 @@ pub fn harden(limits: &ProcessLimits) -> Result<Isolation, HardenError> {
             source: e.into(),
         }
     };
+    let root = os::make_empty_root();
     let namespaces = os::enter_namespaces();
+    let root = os::enter_empty_root(root);
     os::drop_privileges()?;
     let limit = |n: u64| Rlimit {
         current: Some(n),
@@ -102,8 +107,11 @@ pub fn harden(limits: &ProcessLimits) -> Result<Isolation, HardenError> {
     setrlimit(Resource::Cpu, limit(limits.cpu_seconds)).map_err(step("limit CPU time"))?;
     setrlimit(Resource::Nofile, limit(limits.open_files)).map_err(step("limit open files"))?;
     setrlimit(Resource::Core, limit(0)).map_err(step("disable core dumps"))?;
+    setrlimit(Resource::Nproc, limit(limits.threads)).map_err(step("limit threads"))?;
     os::install_filters()?;
-    Ok(Isolation { namespaces })
+    Ok(Isolation {
+        namespaces: format!("{namespaces}; root: {root}"),
+    })
 }
 
 /// Makes the supervisor undumpable where the OS has the means (Linux): no process of its user
@@ -144,6 +152,9 @@ pub struct Probe {
     pub exec_memory: String,
     /// Reading the metadata of a path (`/etc/passwd`).
     pub stat_path: String,
+    /// The same with `AT_EMPTY_PATH` among the flags, which the allow-list lets through for
+    /// descriptors: the path must still lead nowhere (the root is an empty directory).
+    pub stat_path_flagged: String,
 }
 
 /// Maps one executable page (which the allow-list refuses).
@@ -209,6 +220,7 @@ pub fn probe(limits: &ProcessLimits) -> Result<Probe, HardenError> {
         ),
         exec_memory: outcome(exec_memory()),
         stat_path: outcome(std::fs::metadata("/etc/passwd").map(drop)),
+        stat_path_flagged: outcome(os::stat_with_empty_path_flag("/etc/passwd")),
         capabilities: os::capabilities_left(),
     };
     Ok(probe)
