@@ -123,7 +123,6 @@ fn main() {
         "| spec and search | recall@1 | recall@5 | recall@10 | MRR (top 10) |".to_owned(),
         "|---|---|---|---|---|".to_owned(),
     ];
-    type Loaded = (Arc<Api>, DocsIndex, PlainBm25, Timing, Option<DocsIndex>);
     let mut loaded: BTreeMap<String, Loaded> = BTreeMap::new();
     let model = embedder(root);
     // Embeddings are cached across runs only with SEARCH_EMBED_CACHE; by default each run
@@ -304,7 +303,141 @@ fn main() {
         "\nresident memory with both specs and indexes loaded: {} MiB",
         rss_mib()
     );
+    query_size_cost(&loaded);
     sdk_call_cost(&runtime, &specs);
+}
+
+/// One spec loaded for the benchmark: its model, its index, the plain BM25 baseline, how
+/// long loading took, and the index with embeddings when a model is present.
+type Loaded = (Arc<Api>, DocsIndex, PlainBm25, Timing, Option<DocsIndex>);
+
+/// What one search costs by the size of its query: ordinary questions, and queries at the
+/// bounds (`MAX_QUERY_CHARS`, `MAX_QUERY_WORDS`) of the spec's own words or of made-up
+/// words (each one a fuzzy lookup, the path that once cost 1.6 MB a word). Latency p50 and
+/// p99 over 300 queries of each kind, and the most the resident memory rose above where it
+/// was before them (the kernel's high-water mark, reset first).
+fn query_size_cost(loaded: &BTreeMap<String, Loaded>) {
+    let mut rows = vec![
+        "| spec | queries | chars / words | p50 | p99 | peak RSS above before |".to_owned(),
+        "|---|---|---|---|---|---|".to_owned(),
+    ];
+    let ordinary = [
+        "create a customer",
+        "list open pull requests for a repository",
+        "refund a charge",
+        "delete a webhook",
+        "which invoices are past due",
+        "add a label to an issue",
+    ];
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for (spec, (api, docs, _, _, _)) in loaded {
+        let vocabulary: Vec<String> = api
+            .operations
+            .iter()
+            .flat_map(|op| {
+                op.summary
+                    .split_whitespace()
+                    .map(str::to_lowercase)
+                    .collect::<Vec<_>>()
+            })
+            .filter(|w| w.len() > 3 && w.chars().all(char::is_alphabetic))
+            .collect();
+        let fill = |words: &mut dyn FnMut() -> String| {
+            let mut query = String::new();
+            for _ in 0..sdkbox::search::MAX_QUERY_WORDS {
+                let word = words();
+                if query.len() + word.len() + 1 > sdkbox::search::MAX_QUERY_CHARS {
+                    break;
+                }
+                query.push_str(&word);
+                query.push(' ');
+            }
+            query.trim_end().to_owned()
+        };
+        let kinds: Vec<(&str, Vec<String>)> = vec![
+            (
+                "ordinary questions",
+                (0..300)
+                    .map(|i| ordinary[i % ordinary.len()].to_owned())
+                    .collect(),
+            ),
+            (
+                "at the bounds, the spec's words",
+                (0..300)
+                    .map(|_| fill(&mut || vocabulary[next() as usize % vocabulary.len()].clone()))
+                    .collect(),
+            ),
+            (
+                "at the bounds, made-up words",
+                (0..300)
+                    .map(|_| {
+                        fill(&mut || {
+                            (0..11)
+                                .map(|_| (b'a' + (next() % 26) as u8) as char)
+                                .collect()
+                        })
+                    })
+                    .collect(),
+            ),
+        ];
+        for (kind, queries) in kinds {
+            let before = rss_kib();
+            reset_peak();
+            let mut latencies: Vec<Duration> = queries
+                .iter()
+                .map(|q| {
+                    let started = Instant::now();
+                    docs.search(q, 10, Detail::Compact, &Filters::default())
+                        .unwrap();
+                    started.elapsed()
+                })
+                .collect();
+            let peak = peak_kib().saturating_sub(before);
+            latencies.sort();
+            let chars = queries.iter().map(String::len).max().unwrap_or(0);
+            let words = queries
+                .iter()
+                .map(|q| q.split_whitespace().count())
+                .max()
+                .unwrap_or(0);
+            rows.push(format!(
+                "| {spec} | {kind} | {chars} / {words} | {:.2} ms | {:.2} ms | {:.1} MiB |",
+                ms(latencies[latencies.len() / 2]),
+                ms(latencies[latencies.len() * 99 / 100]),
+                peak as f64 / 1024.0
+            ));
+        }
+    }
+    println!("\n{}", rows.join("\n"));
+}
+
+/// Resets the kernel's high-water mark of this process's resident memory.
+fn reset_peak() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn status_kib(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
+fn rss_kib() -> u64 {
+    status_kib("VmRSS")
+}
+
+fn peak_kib() -> u64 {
+    status_kib("VmHWM")
 }
 
 /// What the SDK costs: nothing per runtime (the isolate holds only a proxy), and per call the

@@ -28,7 +28,7 @@ pub use checkpoint::{
 };
 pub use error::EgressError;
 pub use policy::OriginPolicy;
-pub use scrub::{REDACTED, Scrubber, WITHHELD};
+pub use scrub::{REDACTED, Scrubber, UNCHECKED, WITHHELD, WORK_PER_RECEIVED_BYTE};
 pub use session::{
     CallRecord, EgressSession, MAX_LOGGED_CALLS, MAX_LOGGED_URL, ScriptRequest, ScriptResponse,
     UNFINISHED, UrlKind, cut, is_write,

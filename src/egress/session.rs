@@ -204,6 +204,9 @@ pub struct EgressSession {
 
 struct State {
     client: Arc<Client>,
+    /// The client's scrubber, bounded for this execution: what it may spend checking
+    /// replies, and nothing once it has ended.
+    scrubber: Scrubber,
     checkpoint: Arc<dyn Checkpoint>,
     deadline: Deadline,
     cancel: CancellationToken,
@@ -221,9 +224,15 @@ impl EgressSession {
         deadline: Deadline,
         cancel: CancellationToken,
     ) -> Self {
+        let allowance = client
+            .limits()
+            .max_total_response_bytes
+            .saturating_mul(super::scrub::WORK_PER_RECEIVED_BYTE);
+        let scrubber = client.scrubber().bounded(allowance, cancel.clone());
         Self {
             state: Arc::new(State {
                 client,
+                scrubber,
                 checkpoint,
                 deadline,
                 cancel,
@@ -347,12 +356,7 @@ impl EgressSession {
                     headers: Vec::new(),
                     ..response.clone()
                 };
-                dispatch.delivered(
-                    &state
-                        .client
-                        .scrubber()
-                        .scrub_all(response.clone(), withheld),
-                );
+                dispatch.delivered(&state.scrubber.scrub_all(response.clone(), withheld));
             }
             result
         });
@@ -401,9 +405,9 @@ impl EgressSession {
         (records, log.dropped)
     }
 
-    /// The scrubber for this session's secret.
+    /// The scrubber for this session's secret, bounded for this execution.
     pub fn scrubber(&self) -> &Scrubber {
-        self.state.client.scrubber()
+        &self.state.scrubber
     }
 
     /// Resolves, checks and encodes the request; on failure returns the URL to log.

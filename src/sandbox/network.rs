@@ -20,12 +20,17 @@ const LARGE_REPLY: usize = 64 * 1024;
 const MAX_ERROR_MESSAGE: usize = 1_000;
 
 /// A reply as it enters the isolate, the one way every reply does: scrubbed whole first,
-/// then an error's message cut.
+/// then an error's message cut. Past the execution's checking budget, nothing is handed
+/// over.
 fn into_isolate(
     scrubber: &crate::egress::Scrubber,
     reply: Result<ScriptResponse, NetworkError>,
 ) -> Result<ScriptResponse, NetworkError> {
-    scrubber.scrub_all(reply, unchecked()).map_err(|mut error| {
+    let reply = scrubber.scrub_all(reply, unchecked());
+    if let Some(allowance) = scrubber.spent() {
+        return Err(over_budget(allowance));
+    }
+    reply.map_err(|mut error| {
         error.message = crate::egress::cut(&error.message, MAX_ERROR_MESSAGE);
         error
     })
@@ -37,6 +42,21 @@ fn unchecked() -> Result<ScriptResponse, NetworkError> {
         kind: "internal".into(),
         message: "the reply could not be checked for the provider secret".into(),
     })
+}
+
+/// What the script gets once checking replies for the secret has cost all it may.
+fn over_budget(allowance: usize) -> NetworkError {
+    NetworkError {
+        kind: "limit".into(),
+        message: format!(
+            "the reply was not handed over: checking this execution's replies for the \
+             provider secret may cost {} MiB of work ({}x the execution's response \
+             budget) and it has been spent, or the execution has ended; ask for less \
+             (smaller pages, fewer requests, only the fields you need)",
+            allowance >> 20,
+            crate::egress::WORK_PER_RECEIVED_BYTE
+        ),
+    }
 }
 
 /// A request's refusal or failure as the script sees it.

@@ -26,6 +26,14 @@ const PLAIN_SECRET: &str = "sktestcanary7f3q9zw";
 const MAX_RESPONSE_BYTES: usize = 64_000 + 2_000;
 
 fn hostile_sandbox(provider: &HostileProvider, secret: &str) -> InProcessSandbox {
+    hostile_sandbox_with(provider, secret, EgressLimits::default())
+}
+
+fn hostile_sandbox_with(
+    provider: &HostileProvider,
+    secret: &str,
+    limits: EgressLimits,
+) -> InProcessSandbox {
     let spec = sdkbox::spec::parse("hostile.yaml", crate::hostile_provider::SPEC).unwrap();
     let sdk = Arc::new(Sdk::new(Arc::new(spec.api)));
     let egress = Egress::new(EgressConfig {
@@ -35,23 +43,37 @@ fn hostile_sandbox(provider: &HostileProvider, secret: &str) -> InProcessSandbox
             scheme: AuthScheme::Bearer,
             secret: Secret::new(secret.to_owned()),
         }),
-        limits: EgressLimits::default(),
+        limits,
     })
     .unwrap();
     InProcessSandbox::new(egress, Some(sdk))
 }
 
+/// Characters of a secret a text may leave out and still give it away (the rest can be
+/// guessed): the scrubber's contract, all but four and never more than a quarter.
+fn fragment_chars(len: usize) -> usize {
+    len - 4.min(len / 4)
+}
+
 /// Every form of `secret` a script could have made from it once it reached the isolate:
-/// the secret itself, reversed, and with a character between each of its own (the scripts
-/// below return everything they see that way, so an output scrubber cannot catch it).
+/// the secret itself or any fragment of it that counts, reversed, and with a character
+/// between each of its own (the scripts below return everything they see that way, so an
+/// output scrubber cannot catch it).
 fn derived_forms(secret: &str) -> Vec<String> {
-    let chars: Vec<String> = secret.chars().map(String::from).collect();
-    vec![
-        secret.to_owned(),
-        secret.chars().rev().collect(),
-        chars.join("|"),
-        secret.to_ascii_lowercase(),
-    ]
+    let chars: Vec<char> = secret.chars().collect();
+    let len = fragment_chars(chars.len());
+    (0..=chars.len() - len)
+        .flat_map(|start| {
+            let fragment: String = chars[start..start + len].iter().collect();
+            let spelled: Vec<String> = fragment.chars().map(String::from).collect();
+            vec![
+                fragment.chars().rev().collect(),
+                spelled.join("|"),
+                fragment.to_ascii_lowercase(),
+                fragment,
+            ]
+        })
+        .collect()
 }
 
 fn assert_never_came_back(outcome: &Outcome, secret: &str) {
@@ -89,6 +111,25 @@ const tries = (text) => {
   };
   attempt((t) => b64(t.replace(/^Basic /, "")));
   attempt((t) => t.split("").reverse().join(""));
+  // What the second review tried: lines joined, invisible characters and NULs dropped,
+  // quoted-printable, HTML5 names and numbers with leading zeros, base32 in both alphabets.
+  const join = (t) => t.replace(/=\r?\n/g, "\u0001").replace(/[\s\0\u00ad\u200b-\u200f\u2060\ufeff]/g, "");
+  attempt((t) => join(t).replace(/\u0001/g, "="));
+  attempt((t) => join(t).replace(/\u0001/g, "").replace(/=([0-9a-f]{2})/gi, (_, h) => String.fromCharCode(parseInt(h, 16))));
+  const named = { lowbar: "_", sol: "/", plus: "+", equals: "=", lt: "<", gt: ">", amp: "&", apos: "'", quot: '"' };
+  attempt((t) => t.replace(/&#0*(\d+);/g, (_, d) => String.fromCharCode(Number(d))).replace(/&([a-z]+);/gi, (m, n) => named[n] ?? m));
+  const b32 = (t, abc) => {
+    const clean = join(t).replace(/\u0001/g, "").toUpperCase().split("").filter((c) => abc.includes(c));
+    let bits = "", s = "";
+    for (const c of clean) bits += abc.indexOf(c).toString(2).padStart(5, "0");
+    for (let i = 0; i + 8 <= bits.length; i += 8) s += String.fromCharCode(parseInt(bits.slice(i, i + 8), 2));
+    return s;
+  };
+  for (const abc of ["ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", "0123456789ABCDEFGHIJKLMNOPQRSTUV"]) {
+    attempt((t) => b32(t, abc));
+    for (let skip = 1; skip < 8; skip++) attempt((t) => b32(t.slice(skip), abc));
+    attempt((t) => join(b32(t, abc)));
+  }
   return out.map(spell);
 };
 "#;
@@ -96,18 +137,29 @@ const tries = (text) => {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn finding_6_no_encoding_of_the_secret_reaches_the_isolate() {
     let provider = HostileProvider::start().await;
+    // Every attempt of the thief comes back whole, so that all of it is checked.
+    let limits = ExecLimits {
+        max_output_bytes: sdkbox::answer::MAX_ANSWER_BYTES,
+        max_result_chars: sdkbox::answer::MAX_ANSWER_BYTES / 2 - 4_096,
+        ..ExecLimits::default()
+    };
     for secret in [HARD_SECRET, PLAIN_SECRET] {
         let sandbox = hostile_sandbox(&provider, secret);
-        let forms = serde_json::to_string(FORMS).unwrap();
-        let code = format!(
-            "{THIEF}\nconst seen = {{}};\nfor (const form of {forms}) {{\n  const r = await fetch('/v1/leak/' + form);\n  seen[form] = {{ body: tries(await r.text()), headers: [...r.headers].map(([k, v]) => spell(k + v)) }};\n  seen[form + '-sdk'] = tries(JSON.stringify(await api.leak.get({{ form }})));\n}}\nreturn seen;"
-        );
-        let outcome = run(&sandbox, &code, &ExecLimits::default()).await;
-        assert!(outcome.ok, "{outcome:?}");
-        assert_never_came_back(&outcome, secret);
-        // The script did get its responses: the secret is cut out, not the whole body.
-        let plain = outcome.result["plain"]["body"][0].as_str().unwrap();
-        assert!(plain.contains("y|o|u| |s|e|n|t"), "{plain}");
+        for forms in FORMS.chunks(4) {
+            let forms = serde_json::to_string(forms).unwrap();
+            let code = format!(
+                "{THIEF}\nconst seen = {{}};\nfor (const form of {forms}) {{\n  const r = await fetch('/v1/leak/' + form);\n  seen[form] = {{ body: tries(await r.text()), headers: [...r.headers].map(([k, v]) => spell(k + v)) }};\n  seen[form + '-sdk'] = tries(JSON.stringify(await api.leak.get({{ form }})));\n}}\nreturn seen;"
+            );
+            let outcome = run(&sandbox, &code, &limits).await;
+            assert!(outcome.ok, "{outcome:?}");
+            assert!(outcome.truncated.is_none(), "all of it is checked: {forms}");
+            assert_never_came_back(&outcome, secret);
+            // The script did get its responses: the secret is cut out, not the whole body.
+            if let Some(plain) = outcome.result.get("plain") {
+                let plain = plain["body"][0].as_str().unwrap();
+                assert!(plain.contains("y|o|u| |s|e|n|t"), "{plain}");
+            }
+        }
     }
 }
 
@@ -678,4 +730,38 @@ async fn a_write_is_never_redirected_out_of_sight() {
     let outcome = run(&sandbox, code, &ExecLimits::default()).await;
     assert_eq!(outcome.result, json!([307, "/v1/cancel"]), "{outcome:?}");
     assert_eq!(outcome.http.len(), 1, "{:?}", outcome.http);
+}
+
+/// Review 2: scrubbing a crafted reply cost 0.4 s of supervisor CPU a MB, and went on after
+/// the execution ended. Checking is charged to the execution's budget (16 bytes looked at
+/// for each byte it may receive): past it, replies are withheld and the script is told why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_2_checking_replies_costs_a_bounded_amount_of_work() {
+    let provider = HostileProvider::start().await;
+    let limits = EgressLimits {
+        max_total_response_bytes: 4 << 20,
+        ..EgressLimits::default()
+    };
+    let sandbox = hostile_sandbox_with(&provider, PLAIN_SECRET, limits);
+    let code = "const out = [];\nfor (let i = 0; i < 4; i++) {\n  try { out.push((await (await fetch('/v1/costly/1024')).text()).length); }\n  catch (e) { out.push(e.message); }\n}\nreturn out;";
+    let started = std::time::Instant::now();
+    let outcome = run(&sandbox, code, &ExecLimits::default()).await;
+    assert!(outcome.ok, "{outcome:?}");
+    let out = outcome.result.as_array().unwrap();
+    // A 1 MiB crafted reply costs 30 to 45 bytes of work a byte: the first passes within 64
+    // MiB of work, the third cannot.
+    assert!(out[0].is_number(), "{out:?}");
+    let refused = out.iter().filter_map(Value::as_str).collect::<Vec<_>>();
+    assert!(!refused.is_empty(), "{out:?}");
+    for message in refused {
+        assert!(
+            message.contains("checking this execution's replies") && message.contains("64 MiB"),
+            "{message}"
+        );
+    }
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
 }

@@ -39,6 +39,19 @@ pub const FORMS: &[&str] = &[
     "html-hex",
     "reversed",
     "slow",
+    // What the second review recovered the whole key from.
+    "wrapped",
+    "quoted-printable",
+    "quoted-printable-soft",
+    "base32",
+    "base32-hex-lower",
+    "html5-named",
+    "utf32-le",
+    "utf32-be",
+    "minus-last",
+    "minus-two-first",
+    "zero-width",
+    "base32-of-wrapped",
 ];
 
 /// What the provider has seen.
@@ -75,6 +88,7 @@ impl HostileProvider {
             .route("/v1/leak-header-name", get(leak_header_name))
             .route("/v1/leak-redirect", get(leak_redirect))
             .route("/v1/leak-error", get(leak_error))
+            .route("/v1/costly/{kib}", get(costly))
             .route("/v1/retry-absurd", get(retry_absurd))
             .route("/v1/slow-write", post(slow_write))
             .route("/v1/cancel", post(|| async { "the whole API was reached" }))
@@ -106,6 +120,13 @@ fn percent(token: &str, keep: impl Fn(u8) -> bool, lower: bool) -> String {
             (false, true) => format!("%{b:02x}"),
         })
         .collect()
+}
+
+/// `text` in lines of `width` characters joined by `join`.
+fn wrap(text: &str, width: usize, join: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let lines: Vec<String> = chars.chunks(width).map(|l| l.iter().collect()).collect();
+    lines.join(join)
 }
 
 /// The token in `form`, inside a body of that form's usual type.
@@ -185,6 +206,59 @@ pub fn encode(form: &str, token: &str) -> (&'static str, String) {
         "html-decimal" => ("text/html", html(&|c| Some(format!("&#{};", c as u32)))),
         "html-hex" => ("text/html", html(&|c| Some(format!("&#x{:X};", c as u32)))),
         "reversed" => ("text/plain", token.chars().rev().collect()),
+        "wrapped" => (
+            "text/plain",
+            format!("key:\r\n  {}", wrap(token, 5, "\r\n  ")),
+        ),
+        "quoted-printable" => (
+            "text/plain",
+            wrap(
+                &percent(token, |_| false, false).replace('%', "="),
+                9,
+                "=\r\n",
+            ),
+        ),
+        "quoted-printable-soft" => ("text/plain", wrap(&token.replace('=', "=3D"), 7, "=\r\n")),
+        "base32" => ("text/plain", data_encoding::BASE32.encode(token.as_bytes())),
+        "base32-hex-lower" => (
+            "text/plain",
+            data_encoding::BASE32HEX
+                .encode(format!("x{token}").as_bytes())
+                .to_lowercase(),
+        ),
+        "html5-named" => (
+            "text/html",
+            html(&|c| {
+                Some(match c {
+                    '_' => "&lowbar;".to_owned(),
+                    '/' => "&sol;".to_owned(),
+                    '+' => "&plus;".to_owned(),
+                    '=' => "&equals;".to_owned(),
+                    '<' => "&lt;".to_owned(),
+                    '>' => "&gt;".to_owned(),
+                    '&' => "&amp;".to_owned(),
+                    c => format!("&#{:07};", c as u32),
+                })
+            }),
+        ),
+        "utf32-le" => (
+            "text/plain",
+            token.chars().flat_map(|c| [c, '\0', '\0', '\0']).collect(),
+        ),
+        "utf32-be" => (
+            "text/plain",
+            token.chars().flat_map(|c| ['\0', '\0', '\0', c]).collect(),
+        ),
+        "minus-last" => ("text/plain", token[..token.len() - 1].to_owned()),
+        "minus-two-first" => ("text/plain", token[2..].to_owned()),
+        "zero-width" => (
+            "text/plain",
+            token.chars().flat_map(|c| [c, '\u{200b}']).collect(),
+        ),
+        "base32-of-wrapped" => (
+            "text/plain",
+            data_encoding::BASE32.encode(wrap(token, 4, "\n").as_bytes()),
+        ),
         _ => ("text/plain", "unknown form".to_owned()),
     }
 }
@@ -203,6 +277,17 @@ async fn leak(Path(form): Path<String>, headers: HeaderMap) -> Response {
     }
     let (content_type, body) = encode(&form, &token);
     ([(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+/// `kib` KiB crafted to cost the scrubber the most it can per byte: base64 of base64 of
+/// text, with escapes of every kind between the runs.
+async fn costly(Path(kib): Path<usize>) -> Response {
+    let unit = format!(
+        "{}%41&#65;=41\\u0041 ",
+        STANDARD.encode(STANDARD.encode("A".repeat(60)))
+    );
+    let body = unit.repeat(kib * 1024 / unit.len() + 1);
+    ([(header::CONTENT_TYPE, "text/plain")], body).into_response()
 }
 
 async fn leak_header_name(headers: HeaderMap) -> Response {

@@ -1,0 +1,284 @@
+//! One secret as the scrubber knows it: every encoding of every fragment of it that counts
+//! in one matcher, and the search for it through every decoding a script could make.
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::hash::{BuildHasher, RandomState};
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+
+use super::blocks::{self, Block};
+use super::budget::Meter;
+use super::encode;
+use super::escapes;
+use super::normalize::{normalize, strip};
+
+/// Decodings deep the search goes: a decoding of a decoding (percent-encoded HTML
+/// references, base64 of JSON-escaped text), each ending in the matcher, which knows every
+/// single encoding of the whole secret (base64 of base64 is one decoding and the matcher).
+/// One of them at most is a block decoding, the costly kind (every run at every alignment).
+const DEPTH: u32 = 2;
+
+/// Bytes either side of an escape that a decoding is looked into, for each byte of the
+/// secret: a rendering two decodings deep is at most this many times as long (`\\u0025`
+/// percent-escaped is 24 bytes for one; HTML references may pad with zeros).
+const REACH_PER_BYTE: usize = 32;
+
+/// JSON decodings of a text looked through before it is parsed for scrubbing (JSON in a
+/// string of JSON in a string...); a text nested deeper is parsed whatever it shows.
+const MAX_JSON_DECODINGS: usize = 8;
+
+/// One scrub's search: the budget it charges, and the block runs it has decoded (a view of a
+/// text, or its JSON decoding, shows most of the text's runs again: each is decoded once).
+pub(super) struct Search<'a> {
+    meter: Meter<'a>,
+    /// Digests of the runs decoded and found clean, with the decodings deep they were
+    /// looked into.
+    decoded: RefCell<HashSet<(u64, u32)>>,
+    /// Keyed at random: a provider cannot make one run pass for another.
+    digest: RandomState,
+}
+
+impl<'a> Search<'a> {
+    /// A search charging `meter`.
+    pub fn new(meter: Meter<'a>) -> Self {
+        Self {
+            meter,
+            decoded: RefCell::default(),
+            digest: RandomState::new(),
+        }
+    }
+
+    /// Whether `run` was found clean already as `block`, decoded at least `depth` deep.
+    fn clean_before(&self, block: Block, run: &[u8], depth: u32) -> bool {
+        let key = self.digest.hash_one((block, run));
+        let decoded = self.decoded.borrow();
+        (depth..=DEPTH).any(|d| decoded.contains(&(key, d)))
+    }
+
+    /// Notes that `run`, decoded as `block` `depth` deep, was clean.
+    fn clean(&self, block: Block, run: &[u8], depth: u32) {
+        let key = self.digest.hash_one((block, run));
+        self.decoded.borrow_mut().insert((key, depth));
+    }
+}
+
+/// A secret, ready to be found.
+pub(super) struct Secret {
+    /// Every encoding of every fragment that counts, ASCII case ignored (hex and percent
+    /// escapes of either case, a secret upper-cased). `None` only if it could not be built,
+    /// and then every text counts as carrying the secret.
+    matcher: Option<AhoCorasick>,
+    /// Bytes in the shortest fragment that counts: no shorter text can carry the secret.
+    fragment: usize,
+    /// The secret is not ASCII: decoded bytes above ASCII may be text.
+    wide: bool,
+    /// Bytes either side of an escape that a decoding is looked into: room for the longest
+    /// rendering the search finds that the escape could be part of.
+    reach: usize,
+    /// The secret looks escaped itself (`%41` in it): each kind of escape is undone apart,
+    /// or undoing them all at once would change the secret too.
+    apart: bool,
+}
+
+impl Secret {
+    /// The needles of `secret` (at least `min_needle` bytes each) in one matcher.
+    pub fn new(secret: &str, min_needle: usize) -> Self {
+        let joined = normalize(secret.as_bytes());
+        let joined = String::from_utf8_lossy(&joined).into_owned();
+        // Every encoding of the secret, forwards and reversed (a provider may reverse it
+        // before encoding it); its fragments as they are, and the shortest in block
+        // encodings too (whose decodings are looked into once): an escaped fragment is found
+        // by decoding (step 3), the whole secret is cut out wherever it stands.
+        let fragments = encode::fragments(&joined);
+        let shortest = fragments.last().map_or(joined.len(), String::len);
+        let reversed = |text: &str| text.chars().rev().collect::<String>();
+        let plain = fragments.iter().flat_map(|f| [f.clone(), reversed(f)]);
+        let blocks = fragments
+            .iter()
+            .filter(|f| f.len() == shortest)
+            .flat_map(|f| [encode::blocks(f), encode::blocks(&reversed(f))])
+            .flatten();
+        let mut needles: Vec<String> = [secret.to_owned(), reversed(secret)]
+            .iter()
+            .flat_map(|whole| encode::encodings(whole))
+            .chain(plain)
+            .chain(blocks)
+            .filter(|needle| needle.len() >= min_needle)
+            .collect();
+        needles.sort();
+        needles.dedup();
+        let matcher = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::LeftmostLongest)
+            .kind(Some(AhoCorasickKind::DFA))
+            .build(&needles)
+            .inspect_err(|error| {
+                tracing::error!(%error, "cannot build the secret scrubber's matcher");
+            })
+            .ok();
+        tracing::debug!(
+            needles = needles.len(),
+            bytes = matcher.as_ref().map(AhoCorasick::memory_usage),
+            "the secret scrubber's matcher"
+        );
+        let looks_escaped = |text: &str| escapes::unescape_all(text.as_bytes()) != text.as_bytes();
+        Self {
+            matcher,
+            fragment: shortest.max(1),
+            reach: REACH_PER_BYTE * secret.len(),
+            wide: !secret.is_ascii(),
+            apart: looks_escaped(secret) || looks_escaped(&reversed(secret)),
+        }
+    }
+
+    /// `text` with every needle replaced by `with`.
+    pub fn replace<'a>(&self, text: &'a str, with: &str) -> Cow<'a, str> {
+        let Some(matcher) = self.matcher.as_ref().filter(|m| m.is_match(text)) else {
+            return Cow::Borrowed(text);
+        };
+        let mut out = String::with_capacity(text.len());
+        matcher.replace_all_with(text, &mut out, |_, _, out| {
+            out.push_str(with);
+            true
+        });
+        Cow::Owned(out)
+    }
+
+    /// Whether `text` still shows the secret to [`Secret::carried`] once JSON-decoded (again
+    /// while escapes remain: JSON inside JSON strings). Every string that parsing the
+    /// text as JSON would decode is part of one of those decodings, so a text that shows
+    /// nothing has nothing to scrub in its JSON. Deeper than [`MAX_JSON_DECODINGS`], or past
+    /// the budget, counts as showing.
+    pub fn shows(&self, text: &str, search: &Search) -> bool {
+        let meter = search.meter;
+        let text = text.as_bytes();
+        if !meter.take(text.len()) {
+            return true;
+        }
+        // JSON (or JavaScript) escapes are undone before anything else, at no cost in depth:
+        // what the escaped text shows, its decoding shows too, unless the secret looks
+        // escaped itself.
+        let decoded = memchr::memchr(b'\\', text)
+            .map(|_| escapes::backslash_unescape(text))
+            .filter(|decoded| decoded != text);
+        let Some(decoded) = decoded else {
+            return self.carried(text, DEPTH, true, search);
+        };
+        if self.apart && self.carried(text, DEPTH, true, search) {
+            return true;
+        }
+        if self.carried(&decoded, DEPTH, true, search) {
+            return true;
+        }
+        // Each further JSON decoding is looked into around what it changed: the rest is the
+        // decoding before it, looked into already.
+        let mut pieces = vec![decoded];
+        for _ in 1..MAX_JSON_DECODINGS {
+            let mut next = Vec::new();
+            for piece in &pieces {
+                for stretch in escapes::around(piece, b"\\", self.reach) {
+                    let part = &piece[stretch];
+                    if !meter.take(part.len()) {
+                        return true;
+                    }
+                    let decoded = escapes::backslash_unescape(part);
+                    if decoded == part {
+                        continue;
+                    }
+                    if self.carried(&decoded, DEPTH, true, search) {
+                        return true;
+                    }
+                    next.push(decoded);
+                }
+            }
+            if next.is_empty() {
+                return false;
+            }
+            pieces = next;
+        }
+        true
+    }
+
+    /// Whether `raw`, decoded in any of the known ways (up to `depth` decodings deep, one of
+    /// them a block decoding when `blocks`; each ending in the matcher), carries a fragment
+    /// of the secret that counts. Past the budget it does: what is not checked is not let
+    /// through.
+    fn carried(&self, raw: &[u8], depth: u32, blocks: bool, search: &Search) -> bool {
+        let meter = search.meter;
+        if raw.len() < self.fragment {
+            return false;
+        }
+        if !meter.take(raw.len()) {
+            return true;
+        }
+        // Lines keep their breaks for the block runs, which go on across line breaks but not
+        // across spaces; the matcher sees every white space dropped.
+        let lines = strip(raw, true);
+        let text = normalize(&lines);
+        if self.matches(&text) {
+            return true;
+        }
+        if depth == 0 {
+            return false;
+        }
+        // Block runs first: a view shows most of them again, and finds them decoded as deep.
+        if blocks && self.in_blocks(&lines, depth - 1, search) {
+            return true;
+        }
+        // Each decoding is looked into around what it changed.
+        escapes::around(&lines, escapes::MARKS, self.reach)
+            .into_iter()
+            .any(|stretch| {
+                let part = &lines[stretch];
+                let joined = normalize(part);
+                let mut views = escapes::views(part, &joined, self.apart);
+                views.any(|view| {
+                    !meter.take(view.len()) || self.carried(&view, depth - 1, blocks, search)
+                })
+            })
+    }
+
+    /// Whether a run of base64, base32 or hex in `text`, decoded at any alignment, holds text
+    /// that carries the secret (decoded `depth` more times). The matcher has found every
+    /// block encoding of the secret itself already: what is looked for here is one inside
+    /// another encoding.
+    fn in_blocks(&self, text: &[u8], depth: u32, search: &Search) -> bool {
+        let meter = search.meter;
+        for block in Block::ALL {
+            let shortest = block.shortest(self.fragment);
+            for run in blocks::runs(text, block.class(), shortest) {
+                if !meter.take(run.len()) {
+                    return true;
+                }
+                if search.clean_before(block, run, depth) {
+                    continue;
+                }
+                if !meter.take(run.len() * block.alignments()) {
+                    return true;
+                }
+                let carried = block.decodings(run).any(|bytes| {
+                    blocks::texts(&bytes, self.fragment, self.wide)
+                        .any(|stretch| self.carried(stretch, depth, false, search))
+                });
+                if carried {
+                    return true;
+                }
+                search.clean(block, run, depth);
+            }
+        }
+        false
+    }
+
+    /// The matcher's size, if it was built.
+    #[cfg(test)]
+    pub fn matcher_bytes(&self) -> Option<usize> {
+        self.matcher.as_ref().map(AhoCorasick::memory_usage)
+    }
+
+    /// Whether the matcher finds a needle in `text` as it is.
+    pub(super) fn matches(&self, text: &[u8]) -> bool {
+        self.matcher.as_ref().is_none_or(|m| m.is_match(text))
+    }
+}
