@@ -85,6 +85,16 @@ fn crafted(len: usize) -> Vec<(&'static str, String)> {
             fill(format!("{}!", "QUJD".repeat(12))),
         ),
         ("escapes only", fill("\\u0041%42&#x43;=44\\x45".to_owned())),
+        ("a run of backslashes", "\\".repeat(len)),
+        ("escape marks only", fill("\\%=&".to_owned())),
+        ("JSON in JSON, six deep", {
+            let mut nested =
+                serde_json::json!({"a": fill("\"x\\/\u{1}".to_owned())[..len / 64].to_owned()});
+            for _ in 0..6 {
+                nested = serde_json::json!({"a": nested.to_string()});
+            }
+            nested.to_string()
+        }),
         (
             "HTML references only",
             fill("&amp;&lowbar;&#0000065;&CounterClockwiseContourIntegral;&notin".to_owned()),

@@ -336,7 +336,7 @@ fn query_size_cost(loaded: &BTreeMap<String, Loaded>) {
         seed ^= seed << 17;
         seed
     };
-    for (spec, (api, docs, _, _, _)) in loaded {
+    for (spec, (api, docs, _, _, hybrid)) in loaded {
         let vocabulary: Vec<String> = api
             .operations
             .iter()
@@ -386,7 +386,12 @@ fn query_size_cost(loaded: &BTreeMap<String, Loaded>) {
                     .collect(),
             ),
         ];
-        for (kind, queries) in kinds {
+        let indexes =
+            std::iter::once(("lexical", docs)).chain(hybrid.iter().map(|h| ("hybrid", h)));
+        for ((kind, queries), (search, docs)) in kinds
+            .iter()
+            .flat_map(|kind| indexes.clone().map(move |index| (kind, index)))
+        {
             let before = rss_kib();
             reset_peak();
             let mut latencies: Vec<Duration> = queries
@@ -407,7 +412,7 @@ fn query_size_cost(loaded: &BTreeMap<String, Loaded>) {
                 .max()
                 .unwrap_or(0);
             rows.push(format!(
-                "| {spec} | {kind} | {chars} / {words} | {:.2} ms | {:.2} ms | {:.1} MiB |",
+                "| {spec}, {search} | {kind} | {chars} / {words} | {:.2} ms | {:.2} ms | {:.1} MiB |",
                 ms(latencies[latencies.len() / 2]),
                 ms(latencies[latencies.len() * 99 / 100]),
                 peak as f64 / 1024.0

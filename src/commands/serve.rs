@@ -59,6 +59,10 @@ pub struct ServeArgs {
     /// between the requests of a kept-alive one.
     #[arg(long, default_value_t = 10_000)]
     pub header_timeout_ms: u64,
+    /// HTTP: milliseconds a client has to send a request's whole body once its headers are
+    /// in; past it the request gets 408 and the connection is closed.
+    #[arg(long, default_value_t = 30_000)]
+    pub body_timeout_ms: u64,
     /// HTTP: MCP sessions kept at once; a new one past it closes the session idle the
     /// longest, or gets 503 with Retry-After when every session is busy.
     #[arg(long, default_value_t = 1_000)]
@@ -152,6 +156,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
                 allowed_hosts: args.allowed_hosts,
                 stateless: args.stateless,
                 max_body_bytes: 2 * 1024 * 1024,
+                body_timeout: std::time::Duration::from_millis(args.body_timeout_ms.max(100)),
                 connections: sdkbox::server::ConnectionLimits {
                     max_connections: args.max_connections.max(1),
                     max_pending: args.max_pending.max(1),

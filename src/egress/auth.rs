@@ -141,9 +141,18 @@ impl Credential {
         out(self.secret.expose().as_bytes());
     }
 
-    /// The scrubber that keeps this secret out of what scripts and clients see.
+    /// The scrubber that keeps this secret out of what scripts and clients see. For basic
+    /// auth that is the password, on its own (a provider may quote it alone; every
+    /// encoding of `user:password` carries it), or the user when the password is empty (the
+    /// user is then the key, as in Stripe's basic auth); an account name is not a secret,
+    /// and replies that name it stay whole.
     pub fn scrubber(&self) -> Scrubber {
-        Scrubber::for_secret(self.secret.expose())
+        let secret = self.secret.expose();
+        match (&self.scheme, secret.split_once(':')) {
+            (AuthScheme::Basic, Some((user, ""))) => Scrubber::for_secret(user),
+            (AuthScheme::Basic, Some((_, password))) => Scrubber::for_secret(password),
+            _ => Scrubber::for_secret(secret),
+        }
     }
 
     /// The query parameter that carries the secret, which scripts may not set themselves.
@@ -171,6 +180,35 @@ mod tests {
         let c = cred(AuthScheme::Bearer, "sk_live_canary");
         assert!(!format!("{c:?}").contains("canary"));
         assert_eq!(c.secret.to_string(), "[redacted]");
+    }
+
+    #[test]
+    fn basic_auth_scrubs_the_password_alone_and_a_user_that_is_the_key() {
+        use base64::Engine;
+        let (user, password) = (
+            "AC8f0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e",
+            "9f1c2b3a4d5e6f708192a3b4c5d61100",
+        );
+        let scrubber = cred(AuthScheme::Basic, &format!("{user}:{password}")).scrubber();
+        let encoded = base64::engine::general_purpose::STANDARD.encode(password);
+        for echo in [
+            format!("invalid password {password}"),
+            format!("{{\"user\":\"{user}\",\"password\":\"{password}\"}}"),
+            format!("password as base64: {encoded}"),
+        ] {
+            let clean = scrubber.scrub(&echo);
+            assert!(
+                !clean.contains(password) && !clean.contains(&encoded),
+                "{clean}"
+            );
+        }
+        // The account name alone is not a secret: replies naming it stay whole.
+        let named = format!("{{\"account_sid\":\"{user}\"}}");
+        assert_eq!(scrubber.scrub(&named), named);
+        // Stripe's basic auth: the key is the user, the password empty.
+        let key = "sk_live_4eC39HqLyjWDarjtT1zdp7dc";
+        let scrubber = cred(AuthScheme::Basic, &format!("{key}:")).scrubber();
+        assert!(!scrubber.scrub(&format!("bad key {key}")).contains(key));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::egress::{EgressSession, ScriptRequest, ScriptResponse};
 use crate::sdk::{Sdk, SdkCall};
 
-/// Bodies larger than this are scrubbed on a blocking thread.
+/// Replies larger than this (body, headers and URL) are scrubbed on a blocking thread.
 const LARGE_REPLY: usize = 64 * 1024;
 
 /// Characters of an error message handed to the script (a refused URL of megabytes is not
@@ -104,7 +104,11 @@ impl Gateway {
             // Scrubbing a large body takes time: off the async threads, which serve every
             // other session too.
             let scrubber = session.scrubber().clone();
-            if reply.as_ref().is_ok_and(|r| r.body.len() > LARGE_REPLY) {
+            let size = |r: &ScriptResponse| {
+                let headers: usize = r.headers.iter().map(|(n, v)| n.len() + v.len()).sum();
+                r.body.len() + headers + r.url.len() + r.status_text.len()
+            };
+            if reply.as_ref().is_ok_and(|r| size(r) > LARGE_REPLY) {
                 tokio::task::spawn_blocking(move || into_isolate(&scrubber, reply))
                     .await
                     .unwrap_or_else(|_| unchecked())

@@ -182,12 +182,15 @@ impl DocsIndex {
                 });
                 match built {
                     Ok(semantic) => {
+                        // In place before it is said to be: a client (or a test) that reads
+                        // the line may search at once.
+                        let operations = semantic.len();
+                        let _ = slot.set(semantic);
                         tracing::info!(
-                            operations = semantic.len(),
+                            operations,
                             ms = started.elapsed().as_millis() as u64,
                             "search_docs ranks by meaning too"
                         );
-                        let _ = slot.set(semantic);
                     }
                     Err(error) => {
                         tracing::warn!(%error, "no embedding model: search_docs stays lexical");

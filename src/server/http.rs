@@ -34,6 +34,8 @@ pub struct HttpOptions {
     pub stateless: bool,
     /// Largest request body accepted.
     pub max_body_bytes: usize,
+    /// Time a request's whole body may take to arrive once its headers are in.
+    pub body_timeout: std::time::Duration,
     /// Connections served at once, and how long a request's headers may take.
     pub connections: ConnectionLimits,
     /// Sessions kept at once.
@@ -91,6 +93,7 @@ pub async fn serve_http(
     );
     let token = Arc::new(options.token);
     let room = (sessions, options.max_body_bytes);
+    let body = (options.body_timeout, options.max_body_bytes);
     let mcp = Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn(session_closed_is_no_content))
@@ -98,6 +101,7 @@ pub async fn serve_http(
             Arc::new(room),
             sessions_have_room,
         ))
+        .layer(axum::middleware::from_fn_with_state(body, body_in_time))
         .layer(axum::middleware::from_fn_with_state(token, require_token));
     let app = Router::new()
         .route("/healthz", get(|| async { "ok" }))
@@ -165,6 +169,39 @@ async fn sessions_have_room(
     }
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
         .await
+}
+
+/// Reads a request's whole body within its deadline and size before anything else sees it:
+/// a client that sends its headers and then its body a byte at a time (or never) would
+/// otherwise hold its connection's lane for as long as it likes. Past the deadline, 408;
+/// past the size, 413; either way the connection is closed.
+async fn body_in_time(
+    State((deadline, max_body)): State<(std::time::Duration, usize)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let refused = |status: StatusCode, why: &'static str| {
+        let mut response = (status, why).into_response();
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        response
+    };
+    match tokio::time::timeout(deadline, axum::body::to_bytes(body, max_body)).await {
+        Ok(Ok(bytes)) => {
+            next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                .await
+        }
+        Ok(Err(_)) => refused(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request body too large or cut short\n",
+        ),
+        Err(_) => refused(
+            StatusCode::REQUEST_TIMEOUT,
+            "the request body did not arrive in time; send it whole and promptly\n",
+        ),
+    }
 }
 
 /// Answers a session's `DELETE` with 204 instead of rmcp's 202: the session is closed, not

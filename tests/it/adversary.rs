@@ -49,10 +49,11 @@ fn hostile_sandbox_with(
     InProcessSandbox::new(egress, Some(sdk))
 }
 
-/// Characters of a secret a text may leave out and still give it away (the rest can be
-/// guessed): the scrubber's contract, all but four and never more than a quarter.
+/// Characters of a secret that give it away, wherever they stand in it: the scrubber's
+/// contract, any ten (a piece of a longer secret), or all but four and never more than a
+/// quarter of a short one (the rest can be guessed).
 fn fragment_chars(len: usize) -> usize {
-    len - 4.min(len / 4)
+    (len - 4.min(len / 4)).min(10)
 }
 
 /// Every form of `secret` a script could have made from it once it reached the isolate:
@@ -130,9 +131,49 @@ const tries = (text) => {
     for (let skip = 1; skip < 8; skip++) attempt((t) => b32(t.slice(skip), abc));
     attempt((t) => join(b32(t, abc)));
   }
+  // What the third review tried: pieces joined (a list of strings, a stream's deltas, a hex
+  // dump's text column), byte lists, octal and %u escapes, variation selectors and tags.
+  attempt((t) => JSON.parse(t).join(""));
+  attempt((t) => t.split("\n").filter((l) => l.startsWith("data: ")).map((l) => JSON.parse(l.slice(6)).delta).join(""));
+  attempt((t) => t.split("\n").map((l) => (l.match(/\|(.*)\|$/) || [, ""])[1]).join(""));
+  attempt((t) => String.fromCharCode(...JSON.parse(t).data));
+  attempt((t) => t.replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8))));
+  attempt((t) => t.replace(/%u([0-9a-f]{4})/gi, (_, h) => String.fromCharCode(parseInt(h, 16))));
+  attempt((t) => t.replace(/[\ufe00-\ufe0f]|\udb40[\udc00-\udfff]/g, ""));
   return out.map(spell);
 };
 "#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_thief_reads_every_form_when_nothing_is_scrubbed() {
+    // The judge of finding 6 must be able to fail: handed each form as the provider sends
+    // it (a string in the code, which no scrubber sees), the thief gives the secret back.
+    let provider = HostileProvider::start().await;
+    let sandbox = hostile_sandbox(&provider, "an-unrelated-secret-0000");
+    let client = reqwest::Client::new();
+    for secret in [HARD_SECRET, PLAIN_SECRET] {
+        for form in FORMS {
+            let text = client
+                .get(provider.base.join(&format!("/v1/leak/{form}")).unwrap())
+                .bearer_auth(secret)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            let literal = serde_json::to_string(&text).unwrap();
+            let code = format!("{THIEF}\nreturn tries({literal});");
+            let outcome = run(&sandbox, &code, &ExecLimits::default()).await;
+            assert!(outcome.ok, "{outcome:?}");
+            let seen = serde_json::to_string(&outcome.result).unwrap();
+            assert!(
+                derived_forms(secret).iter().any(|f| seen.contains(f)),
+                "the thief cannot read {form}: {text:?}"
+            );
+        }
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn finding_6_no_encoding_of_the_secret_reaches_the_isolate() {
@@ -748,14 +789,14 @@ async fn review_2_checking_replies_costs_a_bounded_amount_of_work() {
     let outcome = run(&sandbox, code, &ExecLimits::default()).await;
     assert!(outcome.ok, "{outcome:?}");
     let out = outcome.result.as_array().unwrap();
-    // A 1 MiB crafted reply costs 30 to 45 bytes of work a byte: the first passes within 64
-    // MiB of work, the third cannot.
+    // A 1 MiB crafted reply costs 30 to 45 bytes of work a byte: the first passes within 96
+    // MiB of work (24 x 4 MiB), the third cannot.
     assert!(out[0].is_number(), "{out:?}");
     let refused = out.iter().filter_map(Value::as_str).collect::<Vec<_>>();
     assert!(!refused.is_empty(), "{out:?}");
     for message in refused {
         assert!(
-            message.contains("checking this execution's replies") && message.contains("64 MiB"),
+            message.contains("checking this execution's replies") && message.contains("96 MiB"),
             "{message}"
         );
     }

@@ -52,6 +52,13 @@ pub const FORMS: &[&str] = &[
     "minus-two-first",
     "zero-width",
     "base32-of-wrapped",
+    "pieces-json-list",
+    "pieces-stream",
+    "hexdump",
+    "buffer-json",
+    "octal",
+    "percent-u",
+    "variation-selectors",
 ];
 
 /// What the provider has seen.
@@ -259,8 +266,67 @@ pub fn encode(form: &str, token: &str) -> (&'static str, String) {
             "text/plain",
             data_encoding::BASE32.encode(wrap(token, 4, "\n").as_bytes()),
         ),
+        "pieces-json-list" => (
+            "application/json",
+            serde_json::to_string(&pieces(token, 10)).unwrap(),
+        ),
+        "pieces-stream" => (
+            "text/event-stream",
+            pieces(token, 10)
+                .iter()
+                .map(|p| format!("data: {}\n\n", serde_json::json!({"delta": p})))
+                .collect(),
+        ),
+        "hexdump" => (
+            "text/plain",
+            hexdump(format!("Bearer {token}\r\n").as_bytes()),
+        ),
+        "buffer-json" => (
+            "application/json",
+            serde_json::json!({"type": "Buffer", "data": token.as_bytes()}).to_string(),
+        ),
+        "octal" => (
+            "text/plain",
+            token.bytes().map(|b| format!("\\{b:03o}")).collect(),
+        ),
+        "percent-u" => (
+            "text/plain",
+            token
+                .chars()
+                .map(|c| format!("%u{:04X}", c as u32))
+                .collect(),
+        ),
+        "variation-selectors" => (
+            "text/plain",
+            token
+                .chars()
+                .flat_map(|c| [c, '\u{fe0f}', '\u{e0020}'])
+                .collect(),
+        ),
         _ => ("text/plain", "unknown form".to_owned()),
     }
+}
+
+/// `token` cut into pieces of `width` characters.
+fn pieces(token: &str, width: usize) -> Vec<String> {
+    let chars: Vec<char> = token.chars().collect();
+    chars.chunks(width).map(|c| c.iter().collect()).collect()
+}
+
+/// `bytes` as `hexdump -C` shows them: offset, sixteen bytes in hex, the same as text.
+fn hexdump(bytes: &[u8]) -> String {
+    bytes
+        .chunks(16)
+        .enumerate()
+        .map(|(line, chunk)| {
+            let hex: Vec<String> = chunk.iter().map(|b| format!("{b:02x}")).collect();
+            let text: String = chunk
+                .iter()
+                .map(|&b| if b.is_ascii_graphic() { b as char } else { '.' })
+                .collect();
+            format!("{:08x}  {:<48} |{text}|\n", line * 16, hex.join(" "))
+        })
+        .collect()
 }
 
 async fn leak(Path(form): Path<String>, headers: HeaderMap) -> Response {

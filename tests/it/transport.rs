@@ -270,3 +270,50 @@ async fn a_flood_of_hostile_searches_leaves_memory_flat() {
     eprintln!("search flood: RSS {before} MiB before, grew {growth} MiB");
     assert!(growth < 64, "RSS grew {growth} MiB");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_bodies_are_cut_off_at_the_body_deadline() {
+    let (server, address) = server(&[
+        "--max-connections",
+        "4",
+        "--header-timeout-ms",
+        "1000",
+        "--body-timeout-ms",
+        "1500",
+    ])
+    .await;
+    // Every lane taken by a request whose headers are in and whose body comes a byte at a
+    // time.
+    let mut slow = Vec::new();
+    for _ in 0..4 {
+        let mut socket = TcpStream::connect(&address).await.unwrap();
+        socket
+            .write_all(
+                b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n\
+                  accept: application/json, text/event-stream\r\ncontent-length: 1000000\r\n\r\n{",
+            )
+            .await
+            .unwrap();
+        slow.push(socket);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        Session::open(&server.url).await.status(),
+        503,
+        "the lanes should be full"
+    );
+    for _ in 0..8 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        for socket in &mut slow {
+            let _ = socket.write_all(b" ").await;
+        }
+    }
+    // Past the deadline each was told why and closed, and a real client gets in.
+    for socket in &mut slow {
+        let mut answer = String::new();
+        let _ =
+            tokio::time::timeout(Duration::from_secs(2), socket.read_to_string(&mut answer)).await;
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer:?}");
+    }
+    assert_eq!(Session::open(&server.url).await.status(), 200);
+}

@@ -213,7 +213,7 @@ pub fn texts(bytes: &[u8], shortest: usize, wide: bool) -> impl Iterator<Item = 
 /// Bytes [`texts`] keeps for an ASCII secret.
 static TEXT: [bool; 256] = byte_class(
     &[(0x20, 0x7e), (0x80, 0xbf)],
-    b"\t\n\r\0\xc2\xe1\xe2\xe3\xef",
+    b"\t\n\r\0\xc2\xcd\xd8\xe1\xe2\xe3\xef\xf0\xf3",
 );
 
 /// Bytes [`texts`] keeps for a secret that is not ASCII.

@@ -11,16 +11,33 @@ use data_encoding::{BASE32_NOPAD, BASE32HEX_NOPAD};
 /// the secret, so a short one is not found in ordinary text.
 const MAX_LEFT_OUT: usize = 4;
 
+/// Characters of a longer secret that count on their own, wherever they stand in it: a
+/// provider that echoes the secret cut into pieces (a hex dump's lines, strings in a list, a
+/// stream's deltas) gives each piece away, so pieces this long are cut out too and a script
+/// has to make do with pieces shorter than this. Ten characters of a key are 50 to 60 bits
+/// of it, never found in ordinary text (a known prefix such as `sk_live_` leaves two).
+const WINDOW: usize = 10;
+
 /// How many characters a fragment of a secret of `len` characters needs to count.
 pub fn fragment_chars(len: usize) -> usize {
-    len - MAX_LEFT_OUT.min(len / 4)
+    (len - MAX_LEFT_OUT.min(len / 4)).min(WINDOW)
 }
 
-/// Characters of a fragment the scrubber looks for: two fewer than count (never more than
-/// an eighth), so that an escape just outside a rendering that takes a character or two of
-/// it along (`\\` then `f...` read as `\\f`) does not hide a fragment that counts.
+/// Characters of a fragment the scrubber looks for: for a short secret two fewer than count
+/// (never more than an eighth), so that an escape just outside a rendering that takes a
+/// character or two of it along (`\\` then `f...` read as `\\f`) does not hide a fragment
+/// that counts; a longer secret's fragments that count are shorter than it, and an escape
+/// that takes a character of one leaves another.
 pub fn found_chars(len: usize) -> usize {
-    fragment_chars(len) - 2.min(len / 8)
+    let counts = fragment_chars(len);
+    counts - if counts < WINDOW { 2.min(len / 8) } else { 0 }
+}
+
+/// Characters of a fragment looked for inside a block encoding nested in another encoding
+/// (hex in base64): all but a few of the secret, so that ordinary words, which are runs of
+/// base64 too, are not decoded for it.
+pub fn nested_chars(len: usize) -> usize {
+    len - MAX_LEFT_OUT.min(len / 4) - 2.min(len / 8)
 }
 
 /// Every fragment of `secret` the scrubber looks for (itself included, longest first; the
@@ -86,18 +103,29 @@ pub fn encodings(text: &str) -> Vec<String> {
 }
 
 /// The block encodings of `text` (base64 in either alphabet, base32 in either, hex with or
-/// without separators), each
+/// without separators, decimal byte lists), each
 /// as the characters that are the same wherever `text` stands in the encoded data: the
 /// encodings of the fragments that count, whose decodings are only looked at once.
 pub fn blocks(text: &str) -> Vec<String> {
     let bytes = text.as_bytes();
     let hex = crate::hex::hex(bytes);
     let pairs: Vec<&str> = (0..bytes.len()).map(|i| &hex[2 * i..2 * i + 2]).collect();
+    // Decimal byte lists too (a Node `Buffer` as JSON, serde's `Vec<u8>`), which the
+    // matcher sees without their white space.
+    let decimal: Vec<String> = bytes.iter().map(u8::to_string).collect();
     let mut needles = vec![
         hex.clone(),
         pairs.join(":"),
         pairs.join("-"),
         pairs.join(" "),
+        pairs.join(","),
+        pairs
+            .iter()
+            .map(|p| format!("0x{p}"))
+            .collect::<Vec<_>>()
+            .join(","),
+        decimal.join(","),
+        decimal.concat(),
     ];
     for offset in 0..3 {
         needles.push(core(|b| STANDARD_NO_PAD.encode(b), bytes, offset, 3, 4));
@@ -154,14 +182,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fragments_leave_out_at_most_four_characters_and_a_quarter() {
-        assert_eq!(fragment_chars(32), 28);
+    fn fragments_are_ten_characters_or_all_but_a_quarter() {
+        assert_eq!(fragment_chars(32), 10);
         assert_eq!(fragment_chars(12), 9);
         assert_eq!(fragment_chars(4), 3);
         assert_eq!(
             (found_chars(32), found_chars(12), found_chars(4)),
-            (26, 8, 3)
+            (10, 8, 3)
         );
+        assert_eq!(nested_chars(32), 26);
         let all = fragments("abcdefgh");
         assert_eq!(all[0], "abcdefgh");
         assert_eq!(all.len(), 1 + 2 + 3 + 4);

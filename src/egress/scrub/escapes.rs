@@ -100,12 +100,24 @@ pub fn unescape_all(text: &[u8]) -> Vec<u8> {
 }
 
 /// Decodes backslash escapes wherever they stand: JSON's (`\uXXXX` with surrogate pairs,
-/// `\/`, `\"`, `\\`, `\n`, ...) and JavaScript's `\xNN` and `\u{...}`.
+/// `\/`, `\"`, `\\`, `\n`, ...), JavaScript's `\xNN` and `\u{...}`, and octal ones.
 pub fn backslash_unescape(text: &[u8]) -> Vec<u8> {
     unescape_marked(text, true, false, false)
 }
 
-/// Decodes `%XX` escapes (either case).
+/// `text` with every run of backslashes written as one: a JSON encoding doubles each
+/// backslash and adds one, so any depth of them reads as one escape.
+pub fn collapse_backslashes(text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    for (i, b) in text.iter().enumerate() {
+        if *b != b'\\' || i == 0 || text[i - 1] != b'\\' {
+            out.push(*b);
+        }
+    }
+    out
+}
+
+/// Decodes `%XX` escapes (either case) and `%uXXXX`.
 pub fn percent_decode(text: &[u8]) -> Vec<u8> {
     unescape_marked(text, false, true, false)
 }
@@ -140,6 +152,16 @@ fn unescape_marked(text: &[u8], backslash: bool, percent: bool, equals: bool) ->
         }
         i += found;
         let b = text[i];
+        // `%uXXXX`, JavaScript's old `escape()`.
+        let wide = (b == b'%' && text.get(i + 1) == Some(&b'u'))
+            .then(|| hex_number(text.get(i + 2..i + 6)?))
+            .flatten();
+        if let Some(code) = wide {
+            let c = char::from_u32(code).unwrap_or('\u{FFFD}');
+            out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+            i += 6;
+            continue;
+        }
         if b != b'\\' || !backslash {
             match hex_pair(text, i + 1) {
                 Some(byte) => {
@@ -201,9 +223,18 @@ fn backslash_at(rest: &[u8]) -> (usize, Escape<'_>) {
         let code = hex_number(rest.get(1..1 + digits)?)?;
         Some((1 + digits, Escape::Code(code)))
     };
+    let octal = || {
+        let digits = rest.iter().take(3).take_while(|b| matches!(b, b'0'..=b'7'));
+        let (used, code) = digits.fold((0, 0), |(n, code), b| {
+            (n + 1, code * 8 + u32::from(b - b'0'))
+        });
+        Some((used, Escape::Code(code)))
+    };
     let numbered = match rest.first() {
         Some(b'u') => fixed(4),
         Some(b'x') => fixed(2),
+        // C's, Python's and sloppy JavaScript's octal escapes (`\0` alone too).
+        Some(b'0'..=b'7') => octal(),
         _ => None,
     };
     if let Some(escape) = numbered {
@@ -216,7 +247,6 @@ fn backslash_at(rest: &[u8]) -> (usize, Escape<'_>) {
         Some(b'b') => (1, Escape::Bytes(b"\x08")),
         Some(b'f') => (1, Escape::Bytes(b"\x0c")),
         Some(b'v') => (1, Escape::Bytes(b"\x0b")),
-        Some(b'0') => (1, Escape::Bytes(b"\0")),
         Some(b'"' | b'\'' | b'\\' | b'/') => (1, Escape::Bytes(&rest[..1])),
         // Anything else stays as it is, backslash included: an escape of another kind may
         // follow (`\&#117;0041` is `\u0041` once its HTML reference is undone), and an
@@ -322,6 +352,13 @@ mod tests {
             assert_eq!(views, want, "{:?}", String::from_utf8_lossy(text));
         }
         assert!(all_views(b"100% & = fine", false).is_empty());
+    }
+
+    #[test]
+    fn octal_and_wide_percent_escapes_are_undone() {
+        assert_eq!(unescape_all(br"\163\153_\0x\1234"), b"sk_\0xS4");
+        assert_eq!(unescape_all(b"%u0073%u006B%u00zz"), b"sk%u00zz");
+        assert_eq!(backslash_unescape(b"\\8"), b"\\8");
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //! plainly, JSON- or JavaScript-escaped, percent-encoded, quoted-printable, as HTML
 //! references (any HTML5 name, numbers with leading zeros), in base64, base32 or hex at any
 //! alignment, in UTF-16 or UTF-32, reversed, wrapped across lines, with invisible
-//! characters in it, or all but a few characters of it ([`encode::fragment_chars`]: the
-//! rest can be guessed). Whatever reaches the isolate the script can decode past any later
+//! characters in it, cut into pieces, or any ten characters of it
+//! ([`encode::fragment_chars`]: a piece of a secret gives part of it away, and all but a
+//! few characters give the rest, which can be guessed). Whatever reaches the isolate the script can decode past any later
 //! check, so every string that enters it, and everything in an execution's outcome, passes
 //! [`Scrubber::scrub`]:
 //!
@@ -22,8 +23,9 @@
 //! the execution has ended, checking stops and the text is withheld as unchecked.
 //!
 //! What no scrubber can catch is a provider that transforms the key in a way of its own
-//! (encrypts it, splits it across responses, encodes it three times): a provider that
-//! hostile is out of reach; ARCHITECTURE.md says so.
+//! (encrypts it, cuts it into pieces shorter than ten characters within one reply or across
+//! several, encodes it three times): a provider that hostile is out of reach;
+//! ARCHITECTURE.md says so.
 
 mod blocks;
 mod budget;

@@ -60,23 +60,44 @@ const fn byte_table(bytes: &[u8]) -> [bool; 256] {
 /// How many bytes of an invisible character start at `i` (its first byte is 0xC2 or
 /// above); 0 when what stands there is kept.
 fn dropped_at(text: &[u8], i: usize) -> usize {
-    let rest = &text[i..];
-    match rest {
-        // U+00A0 no-break space, U+00AD soft hyphen.
-        [0xc2, 0xa0 | 0xad, ..] => 2,
-        // U+180E Mongolian vowel separator.
-        [0xe1, 0xa0, 0x8e, ..] => 3,
-        // U+2000..U+200F spaces, zero-width characters and marks; U+2028..U+202F line and
-        // paragraph separators, embeddings, narrow no-break space.
-        [0xe2, 0x80, 0x80..=0x8f | 0xa8..=0xaf, ..] => 3,
-        // U+205F..U+206F medium space, word joiner, invisible operators, isolates.
-        [0xe2, 0x81, 0x9f..=0xaf, ..] => 3,
-        // U+3000 ideographic space.
-        [0xe3, 0x80, 0x80, ..] => 3,
-        // U+FEFF zero-width no-break space (a byte order mark).
-        [0xef, 0xbb, 0xbf, ..] => 3,
+    let rest = &text[i..text.len().min(i + 4)];
+    let valid = match std::str::from_utf8(rest) {
+        Ok(valid) => valid,
+        Err(error) => std::str::from_utf8(&rest[..error.valid_up_to()]).unwrap_or_default(),
+    };
+    match valid.chars().next() {
+        Some(c) if invisible(c) => c.len_utf8(),
         _ => 0,
     }
+}
+
+/// Unicode's white space beyond ASCII and its default-ignorable code points (zero-width
+/// characters, joiners, marks of direction, variation selectors, fillers, tags): what a
+/// text shows as nothing, so a script drops it.
+fn invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{a0}'
+            | '\u{ad}'
+            | '\u{34f}'
+            | '\u{61c}'
+            | '\u{115f}'..='\u{1160}'
+            | '\u{1680}'
+            | '\u{17b4}'..='\u{17b5}'
+            | '\u{180b}'..='\u{180f}'
+            | '\u{2000}'..='\u{200f}'
+            | '\u{2028}'..='\u{202f}'
+            | '\u{205f}'..='\u{206f}'
+            | '\u{3000}'
+            | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0f}'
+            | '\u{feff}'
+            | '\u{ffa0}'
+            | '\u{fff0}'..='\u{fff8}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0000}'..='\u{e0fff}'
+    )
 }
 
 #[cfg(test)]
@@ -90,8 +111,9 @@ mod tests {
             (b"sk_te=\r\nst=  \nab=3Dx", b"sk_te=st=ab=3Dx"),
             (b"s\0\0\0k\0\0\0", b"sk"),
             (
-                "s\u{200b}k\u{ad}_\u{feff}t\u{a0}e\u{2060}s".as_bytes(),
-                b"sk_tes",
+                "s\u{200b}k\u{ad}_\u{feff}t\u{a0}e\u{2060}s\u{fe0f}t\u{34f}_\u{3164}a\u{e0041}b\u{1d173}"
+                    .as_bytes(),
+                b"sk_test_ab",
             ),
             ("caf\u{e9} \u{2028}x".as_bytes(), "caf\u{e9}x".as_bytes()),
             (b"a=b", b"a=b"),

@@ -25,8 +25,9 @@ const DEPTH: u32 = 2;
 /// percent-escaped is 24 bytes for one; HTML references may pad with zeros).
 const REACH_PER_BYTE: usize = 32;
 
-/// JSON decodings of a text looked through before it is parsed for scrubbing (JSON in a
-/// string of JSON in a string...); a text nested deeper is parsed whatever it shows.
+/// JSON decodings of a text looked through one by one before it is parsed for scrubbing
+/// (JSON in a string of JSON in a string...); deeper, every run of backslashes is read as
+/// one, which undoes any depth at once.
 const MAX_JSON_DECODINGS: usize = 8;
 
 /// One scrub's search: the budget it charges, and the block runs it has decoded (a view of a
@@ -72,6 +73,9 @@ pub(super) struct Secret {
     matcher: Option<AhoCorasick>,
     /// Bytes in the shortest fragment that counts: no shorter text can carry the secret.
     fragment: usize,
+    /// Bytes in the shortest fragment looked for inside a block encoding nested in another
+    /// encoding ([`encode::nested_chars`]).
+    nested: usize,
     /// The secret is not ASCII: decoded bytes above ASCII may be text.
     wide: bool,
     /// Bytes either side of an escape that a decoding is looked into: room for the longest
@@ -107,6 +111,13 @@ impl Secret {
             .chain(blocks)
             .filter(|needle| needle.len() >= min_needle)
             .collect();
+        // A nested block decoding looks for all but a few characters.
+        let chars: Vec<char> = joined.chars().collect();
+        let nested = chars
+            .windows(encode::nested_chars(chars.len()).max(1))
+            .map(|w| w.iter().map(|c| c.len_utf8()).sum::<usize>())
+            .min()
+            .unwrap_or(joined.len());
         needles.sort();
         needles.dedup();
         let matcher = AhoCorasickBuilder::new()
@@ -127,6 +138,7 @@ impl Secret {
         Self {
             matcher,
             fragment: shortest.max(1),
+            nested: nested.max(1),
             reach: REACH_PER_BYTE * secret.len(),
             wide: !secret.is_ascii(),
             apart: looks_escaped(secret) || looks_escaped(&reversed(secret)),
@@ -149,8 +161,7 @@ impl Secret {
     /// Whether `text` still shows the secret to [`Secret::carried`] once JSON-decoded (again
     /// while escapes remain: JSON inside JSON strings). Every string that parsing the
     /// text as JSON would decode is part of one of those decodings, so a text that shows
-    /// nothing has nothing to scrub in its JSON. Deeper than [`MAX_JSON_DECODINGS`], or past
-    /// the budget, counts as showing.
+    /// nothing has nothing to scrub in its JSON. Past the budget counts as showing.
     pub fn shows(&self, text: &str, search: &Search) -> bool {
         let meter = search.meter;
         let text = text.as_bytes();
@@ -198,7 +209,12 @@ impl Secret {
             }
             pieces = next;
         }
-        true
+        // Deeper still (or a long run of backslashes in ordinary text): every run of
+        // backslashes read as one undoes any number of JSON encodings at once.
+        pieces.iter().any(|piece| {
+            let collapsed = escapes::backslash_unescape(&escapes::collapse_backslashes(piece));
+            !meter.take(piece.len()) || self.carried(&collapsed, DEPTH, true, search)
+        })
     }
 
     /// Whether `raw`, decoded in any of the known ways (up to `depth` decodings deep, one of
@@ -232,6 +248,12 @@ impl Secret {
             .into_iter()
             .any(|stretch| {
                 let part = &lines[stretch];
+                // Each view reads the stretch, writes a view and compares it with the
+                // stretch, whether or not it changed anything.
+                let kinds = if self.apart { 4 } else { 1 };
+                if !meter.take(part.len() * 2 * kinds) {
+                    return true;
+                }
                 let joined = normalize(part);
                 let mut views = escapes::views(part, &joined, self.apart);
                 views.any(|view| {
@@ -247,7 +269,7 @@ impl Secret {
     fn in_blocks(&self, text: &[u8], depth: u32, search: &Search) -> bool {
         let meter = search.meter;
         for block in Block::ALL {
-            let shortest = block.shortest(self.fragment);
+            let shortest = block.shortest(self.nested);
             for run in blocks::runs(text, block.class(), shortest) {
                 if !meter.take(run.len()) {
                     return true;
@@ -259,7 +281,7 @@ impl Secret {
                     return true;
                 }
                 let carried = block.decodings(run).any(|bytes| {
-                    blocks::texts(&bytes, self.fragment, self.wide)
+                    blocks::texts(&bytes, self.nested, self.wide)
                         .any(|stretch| self.carried(stretch, depth, false, search))
                 });
                 if carried {

@@ -7,12 +7,23 @@ use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE};
 use data_encoding::{BASE32, BASE32_NOPAD, BASE32HEX, BASE32HEX_NOPAD};
 
 /// The secret of these tests, with the characters encodings treat specially (21
-/// characters: a fragment of 17 counts).
+/// characters: any ten of them count).
 const SECRET: &str = "sk_test_A/b+c=d<e&f'g";
 
 /// Characters a thief drops to join a wrapped rendering.
 const INVISIBLE: &[char] = &[
-    '\0', '\u{a0}', '\u{ad}', '\u{200b}', '\u{200c}', '\u{200d}', '\u{2060}', '\u{feff}',
+    '\0',
+    '\u{a0}',
+    '\u{ad}',
+    '\u{200b}',
+    '\u{200c}',
+    '\u{200d}',
+    '\u{2060}',
+    '\u{feff}',
+    '\u{fe0f}',
+    '\u{34f}',
+    '\u{3164}',
+    '\u{e0041}',
 ];
 
 /// The fragments of the secret that count: a text carrying any of them leaks.
@@ -41,6 +52,7 @@ fn undo(text: &[u8]) -> Vec<Vec<u8>> {
         unescape_marked(joined.as_bytes(), b'='),
         htmlize::unescape(&*s).into_owned().into_bytes(),
         s.chars().rev().collect::<String>().into_bytes(),
+        numbers(&s),
     ];
     let picked = |keep: fn(char) -> bool, map: fn(char) -> char| -> String {
         joined.chars().filter(|c| keep(*c)).map(map).collect()
@@ -82,6 +94,17 @@ fn undo(text: &[u8]) -> Vec<Vec<u8>> {
         }
     }
     out
+}
+
+/// The bytes a list of numbers writes (`[115, 107]`, `0x73,0x6b`): every decimal number
+/// up to 255 and every `0x` pair, in order, whatever stands between them.
+fn numbers(s: &str) -> Vec<u8> {
+    s.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter_map(|token| match token.strip_prefix("0x") {
+            Some(hex) => u8::from_str_radix(hex, 16).ok(),
+            None => token.parse::<u8>().ok(),
+        })
+        .collect()
 }
 
 fn unescape_backslashes(s: &str) -> String {
@@ -384,6 +407,8 @@ fn echoed() -> Vec<String> {
         vec![Render::Wrapped(7, "\r\n  ")],
         vec![Render::Invisible(1, '\u{200b}')],
         vec![Render::Invisible(3, '\u{ad}')],
+        vec![Render::Invisible(2, '\u{fe0f}')],
+        vec![Render::Invisible(1, '\u{e0041}')],
         vec![Render::QuotedPrintable(all, 9)],
         vec![Render::QuotedPrintable(0, 6)],
         vec![Render::Base32(0, false, false)],
@@ -405,6 +430,48 @@ fn echoed() -> Vec<String> {
             .fold(SECRET.to_owned(), |t, step| step.apply(&t))
     })
     .collect();
+    // Cut into pieces of ten or eleven characters (each of them counts) with anything
+    // between them: a list of strings, a stream's deltas, a concatenation, a line
+    // continuation.
+    let pieces = |width: usize| -> Vec<String> {
+        let chars: Vec<char> = SECRET.chars().collect();
+        chars
+            .chunks(width)
+            .map(|piece| piece.iter().collect())
+            .collect()
+    };
+    for width in [10, 11] {
+        for between in [",", "\",\"", "|", "\" +\n  \"", "-\n", "\\\n", "\n\ndata: "] {
+            forms.push(pieces(width).join(between));
+        }
+    }
+    // A hex dump of the request, whose text column shows it sixteen bytes a line.
+    let request = format!("GET /v1 HTTP/1.1\r\nAuthorization: Bearer {SECRET}\r\n");
+    forms.push(
+        request
+            .as_bytes()
+            .chunks(16)
+            .enumerate()
+            .map(|(line, bytes)| {
+                let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+                let text: String = bytes
+                    .iter()
+                    .map(|&b| if b.is_ascii_graphic() { b as char } else { '.' })
+                    .collect();
+                format!("{:08x}  {:<48} |{text}|", line * 16, hex.join(" "))
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+    );
+    // Byte lists: decimal (a Node Buffer as JSON), `0x` hex.
+    let decimal: Vec<String> = SECRET.bytes().map(|b| b.to_string()).collect();
+    forms.push(format!("[{}]", decimal.join(", ")));
+    forms.push(format!(
+        "{{\"type\":\"Buffer\",\"data\":[{}]}}",
+        decimal.join(",")
+    ));
+    let hex: Vec<String> = SECRET.bytes().map(|b| format!("0x{b:02x}")).collect();
+    forms.push(hex.join(", "));
     // All but the last character, the first, two at each end.
     let chars: Vec<char> = SECRET.chars().collect();
     let n = chars.len();
@@ -490,7 +557,7 @@ fn ordinary_text_is_untouched() {
         "&amp; &lt; %20 \\n 0123456789abcdef0123456789abcdef0123456789abcdef",
         "https://example.com/a?b=1&c=%2F&d=sk_test_&e=A%2Fb",
         "Subject: =?utf-8?Q?caf=C3=A9?=\r\nsoft=\r\nbreak a=3Db",
-        "MFRGGZDFMZTWQ2LKNNWG23TPOBYXE43UOV3HO6DZPI====== sk_test_ sk_test_A/b",
+        "MFRGGZDFMZTWQ2LKNNWG23TPOBYXE43UOV3HO6DZPI====== sk_test_ sk_test_A",
         &prose,
         &wrapped_base64,
     ] {
@@ -662,8 +729,8 @@ proptest::proptest! {
     #[test]
     fn any_rendering_in_any_value_comes_out_clean(
         mut value in crate::testing::json_value(6),
-        from in 0usize..5,
-        cut in 0usize..5,
+        from in 0usize..20,
+        cut in 0usize..20,
         reversed in proptest::prelude::any::<bool>(),
         steps in proptest::collection::vec(render(), 1..3),
         choice in 0usize..1000,
@@ -687,4 +754,29 @@ proptest::proptest! {
             proptest::prop_assert!(stolen(&s).is_none(), "{:?} from {:?}", s, needle);
         }
     }
+}
+
+#[test]
+fn any_depth_of_json_is_read_and_long_backslash_runs_are_ordinary() {
+    let scrubber = Scrubber::for_secret(SECRET);
+    // A path with many backslashes is ordinary text, whatever the run's length.
+    for run in [127, 129, 1000] {
+        let path = format!("C:{}end", "\\".repeat(run));
+        assert_eq!(scrubber.scrub(&path), path);
+    }
+    // The secret, every character escaped, JSON-encoded a dozen times more is still found.
+    let mut nested = format!("key {}", Render::Backslash(u64::MAX).apply(SECRET));
+    for _ in 0..12 {
+        nested = Value::String(nested).to_string();
+    }
+    let mut decoded = nested.clone();
+    while let Ok(Value::String(inner)) = serde_json::from_str::<Value>(&decoded) {
+        decoded = inner;
+    }
+    assert_eq!(unescape_backslashes(&decoded), format!("key {SECRET}"));
+    let mut clean = scrubber.scrub(&nested).into_owned();
+    while let Ok(Value::String(inner)) = serde_json::from_str::<Value>(&clean) {
+        clean = inner;
+    }
+    assert_eq!(clean, WITHHELD);
 }
