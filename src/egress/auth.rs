@@ -142,15 +142,21 @@ impl Credential {
     }
 
     /// The scrubber that keeps this secret out of what scripts and clients see. For basic
-    /// auth that is the password, on its own (a provider may quote it alone; every
-    /// encoding of `user:password` carries it), or the user when the password is empty (the
-    /// user is then the key, as in Stripe's basic auth); an account name is not a secret,
-    /// and replies that name it stay whole.
+    /// auth the secret part is the password, on its own (a provider may quote it alone),
+    /// unless it is shorter than [`MIN_BASIC_PASSWORD`]: then the user is the key (Stripe's
+    /// `key:`, Freshdesk's `key:X`). An account name is not a secret, and replies that name it
+    /// stay whole; `user:password` whole is cut out in every encoding either way.
     pub fn scrubber(&self) -> Scrubber {
         let secret = self.secret.expose();
         match (&self.scheme, secret.split_once(':')) {
-            (AuthScheme::Basic, Some((user, ""))) => Scrubber::for_secret(user),
-            (AuthScheme::Basic, Some((_, password))) => Scrubber::for_secret(password),
+            (AuthScheme::Basic, Some((user, password))) => {
+                let key = if password.chars().count() >= MIN_BASIC_PASSWORD {
+                    password
+                } else {
+                    user
+                };
+                Scrubber::for_secret_within(key, Some(secret))
+            }
             _ => Scrubber::for_secret(secret),
         }
     }
@@ -163,6 +169,10 @@ impl Credential {
         }
     }
 }
+
+/// Characters a basic-auth password needs to be taken for the key; a shorter one is a
+/// placeholder beside a key in the user (`key:X`).
+const MIN_BASIC_PASSWORD: usize = 12;
 
 #[cfg(test)]
 mod tests {
@@ -205,10 +215,12 @@ mod tests {
         // The account name alone is not a secret: replies naming it stay whole.
         let named = format!("{{\"account_sid\":\"{user}\"}}");
         assert_eq!(scrubber.scrub(&named), named);
-        // Stripe's basic auth: the key is the user, the password empty.
+        // The key is the user beside an empty or placeholder password (Stripe, Freshdesk).
         let key = "sk_live_4eC39HqLyjWDarjtT1zdp7dc";
-        let scrubber = cred(AuthScheme::Basic, &format!("{key}:")).scrubber();
-        assert!(!scrubber.scrub(&format!("bad key {key}")).contains(key));
+        for password in ["", "X"] {
+            let scrubber = cred(AuthScheme::Basic, &format!("{key}:{password}")).scrubber();
+            assert!(!scrubber.scrub(&format!("bad key {key}")).contains(key));
+        }
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod outcome;
 mod report;
 mod runtime;
 mod source;
+mod surrogates;
 mod truncate;
 
 pub use bound::ENVELOPE as OUTPUT_ENVELOPE;

@@ -312,7 +312,11 @@ fn collect(runtime: &JsRuntime, error: Option<ExecError>) -> Report {
     let Ok(mut state) = state.try_borrow_mut() else {
         return Report::failed(ExecError::new(ErrorKind::Internal, "runtime state is busy"));
     };
-    let result_json = state.try_take::<ResultSlot>().and_then(|slot| slot.0);
+    // Mended here, where the result arrives: everything after reads it as JSON.
+    let result_json = state
+        .try_take::<ResultSlot>()
+        .and_then(|slot| slot.0)
+        .map(|json| super::surrogates::mend_lone_surrogates(&json).into_owned());
     let (console, console_dropped) = match state.try_borrow_mut::<Console>() {
         Some(console) => (console.take(), console.dropped),
         None => (Vec::new(), 0),

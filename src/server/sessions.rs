@@ -35,6 +35,9 @@ pub struct BoundedSessions {
     inner: LocalSessionManager,
     max: usize,
     activity: std::sync::Arc<Mutex<HashMap<SessionId, Activity>>>,
+    /// Held while a session is made: two made at once would pick the same session to evict
+    /// and keep one more than the cap.
+    creating: tokio::sync::Mutex<()>,
 }
 
 /// Why a session could not be made or used.
@@ -57,6 +60,7 @@ impl BoundedSessions {
             inner,
             max: max.max(1),
             activity: std::sync::Arc::default(),
+            creating: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -132,6 +136,7 @@ impl SessionManager for BoundedSessions {
     type Transport = WorkerTransport<LocalSessionWorker>;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let _one_at_a_time = self.creating.lock().await;
         if let Some(oldest) = self.to_evict()? {
             tracing::info!(session = %oldest, "the session cap is reached: the session idle the longest is closed");
             self.close_session(&oldest).await?;
@@ -199,5 +204,27 @@ impl SessionManager for BoundedSessions {
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         self.touch(id, 0);
         Ok(self.inner.resume(id, last_event_id).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn sessions_made_at_once_keep_to_the_cap() {
+        let sessions = std::sync::Arc::new(BoundedSessions::new(3, Duration::from_secs(600)));
+        for _ in 0..200 {
+            let made: Vec<_> = (0..8)
+                .map(|_| {
+                    let sessions = sessions.clone();
+                    tokio::spawn(async move { sessions.create_session().await.map(|_| ()) })
+                })
+                .collect();
+            for task in made {
+                let _ = task.await;
+            }
+            assert!(lock(&sessions.activity).len() <= 3);
+        }
     }
 }

@@ -49,11 +49,16 @@ fn hostile_sandbox_with(
     InProcessSandbox::new(egress, Some(sdk))
 }
 
-/// Characters of a secret that give it away, wherever they stand in it: the scrubber's
-/// contract, any ten (a piece of a longer secret), or all but four and never more than a
-/// quarter of a short one (the rest can be guessed).
-fn fragment_chars(len: usize) -> usize {
-    (len - 4.min(len / 4)).min(10)
+/// The fragments of a secret that give it away: the scrubber's contract, any ten characters
+/// after a public prefix such as `sk_test_` (words of letters, each followed by `_` or `-`),
+/// or of a short secret all but four and never more than a quarter (the rest can be guessed).
+fn fragments(secret: &str) -> Vec<String> {
+    let chars: Vec<char> = secret.chars().collect();
+    let prefix = if secret.starts_with("sk_test_") { 8 } else { 0 };
+    let len = (chars.len() - 4.min(chars.len() / 4)).min(10);
+    (prefix..=chars.len() - len)
+        .map(|start| chars[start..start + len].iter().collect())
+        .collect()
 }
 
 /// Every form of `secret` a script could have made from it once it reached the isolate:
@@ -61,11 +66,9 @@ fn fragment_chars(len: usize) -> usize {
 /// between each of its own (the scripts below return everything they see that way, so an
 /// output scrubber cannot catch it).
 fn derived_forms(secret: &str) -> Vec<String> {
-    let chars: Vec<char> = secret.chars().collect();
-    let len = fragment_chars(chars.len());
-    (0..=chars.len() - len)
-        .flat_map(|start| {
-            let fragment: String = chars[start..start + len].iter().collect();
+    fragments(secret)
+        .into_iter()
+        .flat_map(|fragment| {
             let spelled: Vec<String> = fragment.chars().map(String::from).collect();
             vec![
                 fragment.chars().rev().collect(),

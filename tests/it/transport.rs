@@ -183,13 +183,15 @@ async fn sessions_past_the_cap_push_out_the_idle_or_wait_when_all_are_busy() {
         futures_util::future::join_all((0..3).map(|_| Session::start(&server.url))).await;
     let calls = futures_util::future::join_all(
         busy.iter()
-            .map(|s| s.execute("await new Promise((r) => setTimeout(r, 3000)); return 'done';")),
+            .map(|s| s.execute("await new Promise((r) => setTimeout(r, 6000)); return 'done';")),
     );
+    // Asked well inside the calls (a loaded machine may take a second to start them).
     let refused = async {
-        tokio::time::sleep(Duration::from_millis(800)).await;
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
         Session::open(&server.url).await
     };
     let (done, refused) = tokio::join!(calls, refused);
+    assert!(done.iter().all(|text| text.contains("done")), "{done:?}");
     assert_eq!(refused.status(), 503);
     assert_eq!(refused.headers()["retry-after"], "1");
     assert!(done.iter().all(|text| text.contains("done")), "{done:?}");

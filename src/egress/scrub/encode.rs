@@ -11,26 +11,98 @@ use data_encoding::{BASE32_NOPAD, BASE32HEX_NOPAD};
 /// the secret, so a short one is not found in ordinary text.
 const MAX_LEFT_OUT: usize = 4;
 
-/// Characters of a longer secret that count on their own, wherever they stand in it: a
-/// provider that echoes the secret cut into pieces (a hex dump's lines, strings in a list, a
-/// stream's deltas) gives each piece away, so pieces this long are cut out too and a script
-/// has to make do with pieces shorter than this. Ten characters of a key are 50 to 60 bits
-/// of it, never found in ordinary text (a known prefix such as `sk_live_` leaves two).
+/// Characters of a longer secret that count on their own, wherever they stand in its secret
+/// part: a provider that echoes the secret cut into pieces (a hex dump's lines, strings in a
+/// list, a stream's deltas) gives each piece away, so pieces this long (or a quarter of the
+/// secret part, if longer) are cut out too and a script has to make do with shorter ones.
+/// Ten characters of a key are 50 to 60 bits of it, never found in ordinary text.
 const WINDOW: usize = 10;
 
-/// How many characters a fragment of a secret of `len` characters needs to count.
-pub fn fragment_chars(len: usize) -> usize {
-    (len - MAX_LEFT_OUT.min(len / 4)).min(WINDOW)
+/// Characters of the longest window the matcher looks for: a fragment that counts is found
+/// by one window inside it, so a long secret needs a few windows, not all of them.
+const MAX_NEEDLE: usize = 24;
+
+/// The fragments of `secret` that count: the characters of the secret they are taken from,
+/// and how many of them a fragment needs. They are taken from its secret part: after a
+/// public prefix (`sk_live_`, `github_pat_`, `sk-ant-api03-`: words of letters with at
+/// most two digits, each followed by `_` or `-`, in the first half), and of a JSON Web Token
+/// its signature alone (its header and claims are shared with every token alike). A piece of
+/// a prefix, or of a longer structured part (Stripe's keys carry the account's id), is in
+/// ordinary replies; a quarter of the secret part is in none.
+pub fn counting(secret: &str) -> (std::ops::Range<usize>, usize) {
+    let chars: Vec<char> = secret.chars().collect();
+    let len = chars.len();
+    let all_but_a_few = len - MAX_LEFT_OUT.min(len / 4);
+    let part = secret_part(&chars);
+    let counts = all_but_a_few.min(WINDOW.max(part.len() / 4));
+    if part.len() < counts {
+        return (0..len, all_but_a_few.min(WINDOW.max(len / 4)));
+    }
+    (part, counts)
 }
 
-/// Characters of a fragment the scrubber looks for: for a short secret two fewer than count
-/// (never more than an eighth), so that an escape just outside a rendering that takes a
-/// character or two of it along (`\\` then `f...` read as `\\f`) does not hide a fragment
-/// that counts; a longer secret's fragments that count are shorter than it, and an escape
-/// that takes a character of one leaves another.
-pub fn found_chars(len: usize) -> usize {
-    let counts = fragment_chars(len);
-    counts - if counts < WINDOW { 2.min(len / 8) } else { 0 }
+/// The windows the matcher looks for, one inside every fragment that counts.
+pub fn windows(secret: &str) -> Vec<String> {
+    let chars: Vec<char> = secret.chars().collect();
+    let (part, counts) = counting(secret);
+    // A short secret's fragments are looked for two characters shorter (never more than an
+    // eighth): an escape just outside a rendering may take a character or two of it along
+    // (`\\` then `f...` read as `\\f`). A longer one's fragments are longer than the
+    // windows that find them.
+    let found = if counts < WINDOW {
+        counts - 2.min(chars.len() / 8)
+    } else {
+        counts
+    };
+    let width = found.min(MAX_NEEDLE);
+    let stride = found - width + 1;
+    let last = part.end - width;
+    let mut starts: Vec<usize> = (part.start..=last).step_by(stride).collect();
+    if starts.last() != Some(&last) {
+        starts.push(last);
+    }
+    starts
+        .into_iter()
+        .map(|start| chars[start..start + width].iter().collect())
+        .collect()
+}
+
+/// The characters of `chars` whose fragments are secret: the signature of a JSON Web Token,
+/// else all after a public prefix (see [`counting`]).
+fn secret_part(chars: &[char]) -> std::ops::Range<usize> {
+    let text: String = chars.iter().collect();
+    let segments: Vec<&str> = text.split('.').collect();
+    let base64url = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    };
+    if let [header, claims, signature] = segments[..]
+        && header.starts_with("eyJ")
+        && [header, claims, signature].into_iter().all(base64url)
+    {
+        let start = header.len() + claims.len() + 2;
+        return start..chars.len();
+    }
+    let mut prefix = 0;
+    let mut word_start = 0;
+    for (i, c) in chars.iter().enumerate().take(chars.len() / 2) {
+        if *c == '_' || *c == '-' {
+            let word = &chars[word_start..i];
+            let digits = word.iter().filter(|c| c.is_ascii_digit()).count();
+            let public = word.first().is_some_and(char::is_ascii_alphabetic)
+                && word.iter().all(char::is_ascii_alphanumeric)
+                && digits <= 2;
+            if !public {
+                break;
+            }
+            prefix = i + 1;
+            word_start = i + 1;
+        } else if !c.is_ascii_alphanumeric() {
+            break;
+        }
+    }
+    prefix..chars.len()
 }
 
 /// Characters of a fragment looked for inside a block encoding nested in another encoding
@@ -38,18 +110,6 @@ pub fn found_chars(len: usize) -> usize {
 /// base64 too, are not decoded for it.
 pub fn nested_chars(len: usize) -> usize {
     len - MAX_LEFT_OUT.min(len / 4) - 2.min(len / 8)
-}
-
-/// Every fragment of `secret` the scrubber looks for (itself included, longest first; the
-/// last are those of [`found_chars`], one of which is in every other).
-pub fn fragments(secret: &str) -> Vec<String> {
-    let chars: Vec<char> = secret.chars().collect();
-    let shortest = found_chars(chars.len());
-    (shortest..=chars.len())
-        .rev()
-        .flat_map(|len| (0..=chars.len() - len).map(move |start| (start, len)))
-        .map(|(start, len)| chars[start..start + len].iter().collect())
-        .collect()
 }
 
 /// Every encoding of `text` that a provider might echo (reversing it is up to the caller).
@@ -182,19 +242,60 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fragments_are_ten_characters_or_all_but_a_quarter() {
-        assert_eq!(fragment_chars(32), 10);
-        assert_eq!(fragment_chars(12), 9);
-        assert_eq!(fragment_chars(4), 3);
-        assert_eq!(
-            (found_chars(32), found_chars(12), found_chars(4)),
-            (10, 8, 3)
-        );
+    fn fragments_are_ten_characters_of_the_secret_part_or_all_but_a_quarter() {
+        let counts = |secret: &str| counting(secret).1;
+        assert_eq!(counts("sk_live_4eC39HqLyjWDarjtT1zdp7dc"), 10);
+        assert_eq!(counts("abcdefghijkl"), 9);
+        assert_eq!(counts("abcd"), 3);
         assert_eq!(nested_chars(32), 26);
-        let all = fragments("abcdefgh");
-        assert_eq!(all[0], "abcdefgh");
-        assert_eq!(all.len(), 1 + 2 + 3 + 4);
-        assert!(all.contains(&"cdefg".to_owned()) && all.contains(&"abcde".to_owned()));
+        // Every window of a short secret, two characters shorter than count.
+        assert_eq!((counts("abcdefgh"), windows("abcdefgh").len()), (6, 4));
+        // Public prefixes are left out; windows start after them.
+        for (secret, prefix) in [
+            ("sk_live_4eC39HqLyjWDarjtT1zdp7dc", "sk_live_"),
+            (
+                "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789",
+                "sk-ant-api03-",
+            ),
+            (
+                "github_pat_11ABCDEFGHIJKLMNOPQRSTUV_abcdefghijklmnopqrstuvwxyz0123",
+                "github_pat_",
+            ),
+            ("550e8400-e29b-41d4-a716-446655440000", ""),
+            ("sktestcanary7f3q9zw", ""),
+        ] {
+            let (part, counts) = counting(secret);
+            assert_eq!(part.start, prefix.chars().count(), "{secret}");
+            let found = windows(secret);
+            assert_eq!(found[0].len(), counts.min(MAX_NEEDLE), "{secret}");
+            assert!(secret[part.start..].starts_with(&found[0]), "{secret}");
+        }
+        // A JSON Web Token: its signature alone.
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJlX29mX3RoZV90b2tlbl9oZXJl";
+        assert_eq!(counting(jwt).0.start, jwt.rfind('.').unwrap() + 1);
+        assert!(
+            windows(jwt)
+                .iter()
+                .all(|w| jwt.ends_with(w) || !jwt[..jwt.rfind('.').unwrap()].contains(w.as_str()))
+        );
+        // A long secret: a quarter of its secret part counts, found by a few windows, one
+        // inside every fragment that counts.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let long: String = (0..400)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                char::from(b'a' + (seed % 26) as u8)
+            })
+            .collect();
+        assert_eq!(counting(&long).1, 100);
+        let found = windows(&long);
+        assert!(found.len() <= 6, "{}", found.len());
+        for start in 0..=300 {
+            let piece = &long[start..start + 100];
+            assert!(found.iter().any(|w| piece.contains(w.as_str())), "{start}");
+        }
     }
 
     #[test]

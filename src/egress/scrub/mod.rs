@@ -4,9 +4,9 @@
 //! plainly, JSON- or JavaScript-escaped, percent-encoded, quoted-printable, as HTML
 //! references (any HTML5 name, numbers with leading zeros), in base64, base32 or hex at any
 //! alignment, in UTF-16 or UTF-32, reversed, wrapped across lines, with invisible
-//! characters in it, cut into pieces, or any ten characters of it
-//! ([`encode::fragment_chars`]: a piece of a secret gives part of it away, and all but a
-//! few characters give the rest, which can be guessed). Whatever reaches the isolate the script can decode past any later
+//! characters in it, or cut into pieces ([`encode::counting`]: ten characters of its
+//! secret part count, a piece of a secret gives part of it away, and of a short secret all
+//! but a few characters give the rest, which can be guessed). Whatever reaches the isolate the script can decode past any later
 //! check, so every string that enters it, and everything in an execution's outcome, passes
 //! [`Scrubber::scrub`]:
 //!
@@ -23,8 +23,8 @@
 //! the execution has ended, checking stops and the text is withheld as unchecked.
 //!
 //! What no scrubber can catch is a provider that transforms the key in a way of its own
-//! (encrypts it, cuts it into pieces shorter than ten characters within one reply or across
-//! several, encodes it three times): a provider that hostile is out of reach;
+//! (encrypts it, cuts it into pieces shorter than those within one reply or across several,
+//! encodes it three times): a provider that hostile is out of reach;
 //! ARCHITECTURE.md says so.
 
 mod blocks;
@@ -72,11 +72,17 @@ pub struct Scrubber {
 impl Scrubber {
     /// A scrubber for `secret`, without a budget.
     pub fn for_secret(secret: &str) -> Self {
+        Self::for_secret_within(secret, None)
+    }
+
+    /// A scrubber for `secret`, sent inside `within` (the password of `user:password`):
+    /// its fragments count, and every encoding of `within` whole is cut out too.
+    pub fn for_secret_within(secret: &str, within: Option<&str>) -> Self {
         if secret.len() < MIN_SECRET {
             return Self::default();
         }
         Self {
-            secret: Some(Arc::new(Secret::new(secret, MIN_SECRET))),
+            secret: Some(Arc::new(Secret::new(secret, within, MIN_SECRET))),
             budget: None,
         }
     }

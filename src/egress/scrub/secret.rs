@@ -25,6 +25,9 @@ const DEPTH: u32 = 2;
 /// percent-escaped is 24 bytes for one; HTML references may pad with zeros).
 const REACH_PER_BYTE: usize = 32;
 
+/// Needle bytes up to which the matcher is a DFA (fastest, but its table grows with them).
+const MAX_DFA_NEEDLE_BYTES: usize = 64 * 1024;
+
 /// JSON decodings of a text looked through one by one before it is parsed for scrubbing
 /// (JSON in a string of JSON in a string...); deeper, every run of backslashes is read as
 /// one, which undoes any depth at once.
@@ -87,30 +90,37 @@ pub(super) struct Secret {
 }
 
 impl Secret {
-    /// The needles of `secret` (at least `min_needle` bytes each) in one matcher.
-    pub fn new(secret: &str, min_needle: usize) -> Self {
+    /// The needles of `secret` (at least `min_needle` bytes each) in one matcher; with
+    /// `within`, the text the secret is sent in (`user:password`), every encoding of that
+    /// whole too.
+    pub fn new(secret: &str, within: Option<&str>, min_needle: usize) -> Self {
         let joined = normalize(secret.as_bytes());
         let joined = String::from_utf8_lossy(&joined).into_owned();
         // Every encoding of the secret, forwards and reversed (a provider may reverse it
-        // before encoding it); its fragments as they are, and the shortest in block
-        // encodings too (whose decodings are looked into once): an escaped fragment is found
-        // by decoding (step 3), the whole secret is cut out wherever it stands.
-        let fragments = encode::fragments(&joined);
-        let shortest = fragments.last().map_or(joined.len(), String::len);
+        // before encoding it); the windows of its fragments that count as they are and in
+        // block encodings (whose decodings are looked into once): an escaped fragment is
+        // found by decoding (step 3), the whole secret is cut out wherever it stands.
         let reversed = |text: &str| text.chars().rev().collect::<String>();
-        let plain = fragments.iter().flat_map(|f| [f.clone(), reversed(f)]);
-        let blocks = fragments
+        let windows: Vec<String> = encode::windows(&joined)
             .iter()
-            .filter(|f| f.len() == shortest)
-            .flat_map(|f| [encode::blocks(f), encode::blocks(&reversed(f))])
-            .flatten();
-        let mut needles: Vec<String> = [secret.to_owned(), reversed(secret)]
+            .flat_map(|w| [w.clone(), reversed(w)])
+            .collect();
+        let blocks = windows.iter().flat_map(|w| encode::blocks(w));
+        let wholes = std::iter::once(secret).chain(within);
+        let mut needles: Vec<String> = wholes
+            .flat_map(|whole| [whole.to_owned(), reversed(whole)])
+            .collect::<Vec<_>>()
             .iter()
             .flat_map(|whole| encode::encodings(whole))
-            .chain(plain)
+            .chain(windows.iter().cloned())
             .chain(blocks)
             .filter(|needle| needle.len() >= min_needle)
             .collect();
+        let shortest = windows
+            .iter()
+            .map(String::len)
+            .min()
+            .unwrap_or(joined.len());
         // A nested block decoding looks for all but a few characters.
         let chars: Vec<char> = joined.chars().collect();
         let nested = chars
@@ -120,10 +130,17 @@ impl Secret {
             .unwrap_or(joined.len());
         needles.sort();
         needles.dedup();
+        // A long secret's needles would make a large table: an automaton that stays small,
+        // a little slower.
+        let kind = if needles.iter().map(String::len).sum::<usize>() <= MAX_DFA_NEEDLE_BYTES {
+            AhoCorasickKind::DFA
+        } else {
+            AhoCorasickKind::ContiguousNFA
+        };
         let matcher = AhoCorasickBuilder::new()
             .ascii_case_insensitive(true)
-            .match_kind(MatchKind::LeftmostLongest)
-            .kind(Some(AhoCorasickKind::DFA))
+            .match_kind(MatchKind::Standard)
+            .kind(Some(kind))
             .build(&needles)
             .inspect_err(|error| {
                 tracing::error!(%error, "cannot build the secret scrubber's matcher");
@@ -145,16 +162,37 @@ impl Secret {
         }
     }
 
-    /// `text` with every needle replaced by `with`.
+    /// `text` with every stretch that needles cover replaced by `with` (overlapping needles
+    /// merged: the windows of a fragment cover all of it).
     pub fn replace<'a>(&self, text: &'a str, with: &str) -> Cow<'a, str> {
         let Some(matcher) = self.matcher.as_ref().filter(|m| m.is_match(text)) else {
             return Cow::Borrowed(text);
         };
+        // Overlapping matches come in the order they end: sorted by start, then merged.
+        let mut found: Vec<std::ops::Range<usize>> = matcher
+            .find_overlapping_iter(text)
+            .map(|m| m.range())
+            .collect();
+        found.sort_by_key(|range| range.start);
+        let mut covered: Vec<std::ops::Range<usize>> = Vec::new();
+        for range in found {
+            match covered.last_mut() {
+                Some(last) if range.start <= last.end => last.end = last.end.max(range.end),
+                _ => covered.push(range),
+            }
+        }
         let mut out = String::with_capacity(text.len());
-        matcher.replace_all_with(text, &mut out, |_, _, out| {
+        let mut copied = 0;
+        for stretch in covered {
+            // Needles are ASCII-case-insensitive bytes of UTF-8 text; a stretch may still end
+            // inside a character of a text that is not the secret's: widen it to whole ones.
+            let start = floor_char_boundary(text, stretch.start.max(copied));
+            let end = ceil_char_boundary(text, stretch.end);
+            out.push_str(&text[copied..start]);
             out.push_str(with);
-            true
-        });
+            copied = end;
+        }
+        out.push_str(&text[copied..]);
         Cow::Owned(out)
     }
 
@@ -303,4 +341,20 @@ impl Secret {
     pub(super) fn matches(&self, text: &[u8]) -> bool {
         self.matcher.as_ref().is_none_or(|m| m.is_match(text))
     }
+}
+
+/// The start of the character `at` is in.
+fn floor_char_boundary(text: &str, mut at: usize) -> usize {
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// The end of the character `at` is in.
+fn ceil_char_boundary(text: &str, mut at: usize) -> usize {
+    while !text.is_char_boundary(at) {
+        at += 1;
+    }
+    at
 }

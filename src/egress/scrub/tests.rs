@@ -7,7 +7,7 @@ use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE};
 use data_encoding::{BASE32, BASE32_NOPAD, BASE32HEX, BASE32HEX_NOPAD};
 
 /// The secret of these tests, with the characters encodings treat specially (21
-/// characters: any ten of them count).
+/// characters: any ten after its public prefix `sk_test_` count).
 const SECRET: &str = "sk_test_A/b+c=d<e&f'g";
 
 /// Characters a thief drops to join a wrapped rendering.
@@ -29,8 +29,8 @@ const INVISIBLE: &[char] = &[
 /// The fragments of the secret that count: a text carrying any of them leaks.
 fn windows() -> Vec<String> {
     let chars: Vec<char> = SECRET.chars().collect();
-    let len = encode::fragment_chars(chars.len());
-    (0..=chars.len() - len)
+    let (part, len) = encode::counting(SECRET);
+    (part.start..=part.end - len)
         .map(|start| chars[start..start + len].iter().collect())
         .collect()
 }
@@ -75,17 +75,21 @@ fn undo(text: &[u8]) -> Vec<Vec<u8>> {
     );
     let hex = picked(|c| c.is_ascii_hexdigit(), |c| c);
     for offset in 0..8 {
-        let aligned = |text: &str, group: usize| {
-            let tail = text.get(offset..).unwrap_or_default();
-            tail[..tail.len() - tail.len() % group].to_owned()
+        // The last group completed with zero bits, so that its whole bytes are read too.
+        let aligned = |text: &str, group: usize, zero: char| {
+            let mut tail = text.get(offset..).unwrap_or_default().to_owned();
+            while !tail.len().is_multiple_of(group) {
+                tail.push(zero);
+            }
+            tail
         };
         if offset < 4 {
-            out.extend(STANDARD_NO_PAD.decode(aligned(&base64, 4)));
+            out.extend(STANDARD_NO_PAD.decode(aligned(&base64, 4, 'A').as_bytes()));
         }
-        out.extend(BASE32_NOPAD.decode(aligned(&base32, 8).as_bytes()));
-        out.extend(BASE32HEX_NOPAD.decode(aligned(&base32hex, 8).as_bytes()));
+        out.extend(BASE32_NOPAD.decode(aligned(&base32, 8, 'A').as_bytes()));
+        out.extend(BASE32HEX_NOPAD.decode(aligned(&base32hex, 8, '0').as_bytes()));
         if offset < 2 {
-            let digits = aligned(&hex, 2);
+            let digits = aligned(&hex, 2, '0');
             out.push(
                 (0..digits.len() / 2)
                     .filter_map(|i| u8::from_str_radix(&digits[2 * i..2 * i + 2], 16).ok())
@@ -489,9 +493,27 @@ fn echoed() -> Vec<String> {
 
 #[test]
 fn the_matcher_is_built_quickly_and_small() {
-    for secret in [SECRET, &"x".repeat(64), &"sk_live_".repeat(8)] {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut random = |len: usize| -> String {
+        (0..len)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                char::from(
+                    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+                        [(seed % 62) as usize],
+                )
+            })
+            .collect()
+    };
+    // A JSON Web Token of 1,500 characters and a random key as long: the matcher stays
+    // small (it once grew with the cube of the length: 1 GB of needles at 1,500).
+    let jwt = format!("eyJhbGciOiJSUzI1NiJ9.{}.{}", random(1_100), random(342));
+    let long = random(1_500);
+    for secret in [SECRET, &"x".repeat(64), &"sk_live_".repeat(8), &jwt, &long] {
         let started = std::time::Instant::now();
-        let built = Secret::new(secret, MIN_SECRET);
+        let built = Secret::new(secret, None, MIN_SECRET);
         let bytes = built.matcher_bytes();
         eprintln!(
             "{} chars: {bytes:?} bytes in {:?}",
@@ -539,6 +561,35 @@ fn json_is_scrubbed_after_decoding_and_stays_json() {
         value,
         serde_json::json!({"a": "x [redacted] y", "[redacted]": [1, 2]})
     );
+}
+
+#[test]
+fn public_prefixes_and_shared_token_parts_are_not_the_secret() {
+    let cases = [
+        (
+            "sk-ant-api03-Xq7RkP2mZ9vL4tW8yB1nC6dF3gH5jK0sA2eU7iO9pQ4rT1",
+            "keys look like sk-ant-api03-... and start with sk-ant-api",
+        ),
+        (
+            "github_pat_11ABCDE0Y0abcdefghijklmn_OpQrStUvWxYz0123456789abcdefghijklmnopqrstuvwxyzABCDEFG",
+            "fine-grained tokens start with github_pat_11",
+        ),
+        (
+            "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJpc3MiOiJzdXBhYmFzZSIsInJvbGUiOiJzZXJ2aWNlX3JvbGUifQ.Zm9vYmFyYmF6cXV4cXV1eHF1dXhmb29iYXJiYXo",
+            "{\"token\":\"eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJpc3MiOiJzdXBhYmFzZSIsInJvbGUiOiJhbm9uIn0.b3RoZXJzaWduYXR1cmVvdGhlcnNpZ25hdHVyZQ\"}",
+        ),
+        (
+            "sk_live_51HxYzABCDEFGHIJK0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefgh",
+            "{\"account\":\"acct_1HxYzABCDEFGHIJK\"}",
+        ),
+    ];
+    for (secret, reply) in cases {
+        let scrubber = Scrubber::for_secret(secret);
+        assert_eq!(scrubber.scrub(reply), reply, "{secret}");
+        // The secret itself still goes.
+        let echoed = format!("you sent {secret}");
+        assert!(!scrubber.scrub(&echoed).contains(secret));
+    }
 }
 
 #[test]
@@ -735,10 +786,20 @@ proptest::proptest! {
         steps in proptest::collection::vec(render(), 1..3),
         choice in 0usize..1000,
     ) {
+        // Any fragment that counts, in one rendering or two escapes; all but a few characters
+        // in a block encoding with another rendering (a block encoding's contents are decoded
+        // further for those only; see `encode::nested_chars`).
         let chars: Vec<char> = SECRET.chars().collect();
-        let left_out = chars.len() - encode::fragment_chars(chars.len());
-        let from = from % (left_out + 1);
-        let to = chars.len() - cut % (left_out - from + 1);
+        let block = |step: &Render| {
+            matches!(step, Render::Base64(..) | Render::Base32(..) | Render::Hex(_))
+        };
+        let (part, counts) = if steps.len() == 1 || !steps.iter().any(block) {
+            encode::counting(SECRET)
+        } else {
+            (0..chars.len(), encode::nested_chars(chars.len()))
+        };
+        let from = part.start + from % (part.len() - counts + 1);
+        let to = part.end - cut % (part.end - from - counts + 1);
         let fragment: String = chars[from..to].iter().collect();
         let fragment = if reversed { Render::Reversed.apply(&fragment) } else { fragment };
         let needle = steps.iter().fold(fragment, |t, step| step.apply(&t));
