@@ -204,4 +204,27 @@ fn main() {
         budget >> 20,
         budget as f64 * slowest / 1e9
     );
+    // What making a scrubber costs (once per credential; per session with a key a client
+    // sends), by the secret's length.
+    let jwt = format!(
+        "eyJhbGciOiJSUzI1NiJ9.{}.{}",
+        "eyJzdWIiOiIx".repeat(90),
+        "Zm9vYmFy".repeat(43)
+    );
+    for secret in [
+        SECRET.to_owned(),
+        "k".repeat(64) + "x",
+        SECRET.repeat(40),
+        jwt,
+    ] {
+        let started = Instant::now();
+        let built = Scrubber::for_secret(&secret);
+        let took = started.elapsed();
+        assert!(!built.scrub(&secret).contains(&secret));
+        println!(
+            "a scrubber for a secret of {} characters: made in {:.1} ms",
+            secret.len(),
+            took.as_secs_f64() * 1000.0
+        );
+    }
 }

@@ -14,8 +14,8 @@ use tokio_util::sync::CancellationToken;
 /// Bytes of checking allowed for each byte an execution may receive. Replies of the shapes
 /// providers send cost 3 to 12 (JSON, HTML, lists, attachments) and 17 for base64 of text
 /// full of escapes (a source file from a contents API); see `benches/scrub.rs`. At the
-/// slowest rate measured (3.3 ns a byte of work) the default allowance, 1.5 GiB, is about
-/// 5 s of one core, however the replies are crafted.
+/// slowest rate measured (3.5 ns a byte of work) the default allowance, 1.5 GiB, is under
+/// 6 s of one core, however the replies are crafted.
 pub const WORK_PER_RECEIVED_BYTE: usize = 24;
 
 /// One execution's allowance. Shared by the clones of its scrubber.
