@@ -117,11 +117,17 @@ impl Sdk {
         let body_fields = body_fields(op);
         let mut body = Map::new();
         for (key, value) in params {
+            if let Some(fields) = explicit_body(op, body_fields.as_ref(), key, value) {
+                // Body fields named like parameters (a rename's new `name` beside the path's
+                // `name`) are passed under `body`.
+                body.extend(fields.clone());
+                continue;
+            }
             if let Some(param) = op.params.iter().find(|p| &p.name == key) {
                 validate::check(value, &param.shape, key)
                     .map_err(|e| CallError(format!("{at}: {e}")))?;
                 place(&mut request, param, value).map_err(|e| CallError(format!("{at}: {e}")))?;
-            } else if goes_in_body(op, body_fields.as_deref(), key) {
+            } else if goes_in_body(op, body_fields.as_ref(), key) {
                 body.insert(key.clone(), value.clone());
             } else {
                 let known = known_names(op);
@@ -189,24 +195,40 @@ impl Sdk {
     }
 }
 
-/// The body's field names when the body is an object with known fields (they are passed by
-/// name), an empty list for an open object, `None` when the body is passed whole as `body`.
-fn body_fields(op: &Operation) -> Option<Vec<&str>> {
+/// The body's fields when the body is an object (they are passed by name): their names, and
+/// whether other keys go in too (an open object without known fields). `None` when the body
+/// is passed whole as `body`.
+fn body_fields(op: &Operation) -> Option<(Vec<&str>, bool)> {
     match op.body.as_ref().map(|b| &*b.shape) {
-        Some(Shape::Object { fields, .. }) => {
-            Some(fields.iter().map(|f| f.name.as_str()).collect())
-        }
+        Some(Shape::Object { fields, additional }) => Some((
+            fields.iter().map(|f| f.name.as_str()).collect(),
+            fields.is_empty() && additional.is_some(),
+        )),
         Some(_) | None => None,
     }
 }
 
 /// Whether `key` is a body field (by name, or any key of an open object), or the whole
 /// body under `body`.
-fn goes_in_body(op: &Operation, fields: Option<&[&str]>, key: &str) -> bool {
+fn goes_in_body(op: &Operation, fields: Option<&(Vec<&str>, bool)>, key: &str) -> bool {
     match fields {
-        Some(fields) => fields.is_empty() || fields.contains(&key),
+        Some((fields, open)) => *open || fields.contains(&key),
         None => key == "body" && op.body.is_some(),
     }
+}
+
+/// The fields of an object body passed under `body` (when neither a parameter nor a body
+/// field is named `body`): how a call gives a body field that a parameter's name hides.
+fn explicit_body<'v>(
+    op: &Operation,
+    fields: Option<&(Vec<&str>, bool)>,
+    key: &str,
+    value: &'v Value,
+) -> Option<&'v Map<String, Value>> {
+    let (fields, _) = fields?;
+    let free =
+        key == "body" && !fields.contains(&"body") && !op.params.iter().any(|p| p.name == "body");
+    free.then(|| value.as_object()).flatten()
 }
 
 fn known_names(op: &Operation) -> Vec<String> {

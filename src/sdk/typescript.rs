@@ -14,7 +14,19 @@ pub fn call_hint(op: &Operation) -> String {
         .collect();
     match op.body.as_ref().map(|b| (&*b.shape, b.required)) {
         Some((Shape::Object { fields, .. }, _)) => {
-            names.extend(fields.iter().map(|f| (f.required, f.name.clone())));
+            let hidden = op.body_fields_named_like_params();
+            names.extend(
+                fields
+                    .iter()
+                    .filter(|f| !hidden.contains(&f.name.as_str()))
+                    .map(|f| (f.required, f.name.clone())),
+            );
+            if !hidden.is_empty() {
+                let required = fields
+                    .iter()
+                    .any(|f| f.required && hidden.contains(&f.name.as_str()));
+                names.push((required, format!("body: {{ {} }}", hidden.join(", "))));
+            }
         }
         Some((_, required)) => names.push((required, "body".into())),
         None => {}
@@ -56,13 +68,26 @@ pub fn signature(op: &Operation) -> String {
                 fields: body_fields,
                 ..
             } => {
+                // Body fields named like parameters go under `body`.
+                let hidden = op.body_fields_named_like_params();
+                let mut under_body = Vec::new();
                 for f in body_fields {
                     let optional = if f.required { "" } else { "?" };
-                    fields.push(format!(
-                        "{}{optional}: {}",
-                        key(&f.name),
-                        type_of(&f.shape, 1)
-                    ));
+                    let field = format!("{}{optional}: {}", key(&f.name), type_of(&f.shape, 1));
+                    if hidden.contains(&f.name.as_str()) {
+                        under_body.push((f.required, field));
+                    } else {
+                        fields.push(field);
+                    }
+                }
+                if !under_body.is_empty() {
+                    let optional = if under_body.iter().any(|(r, _)| *r) {
+                        ""
+                    } else {
+                        "?"
+                    };
+                    let inner: Vec<String> = under_body.into_iter().map(|(_, f)| f).collect();
+                    fields.push(format!("body{optional}: {{ {} }}", inner.join("; ")));
                 }
             }
             shape => {

@@ -91,6 +91,13 @@ fn operation(op: &Operation, detail: Detail) -> String {
     if !required.is_empty() {
         text.push_str(&format!("\n  required: {}", required.join(", ")));
     }
+    let hidden = op.body_fields_named_like_params();
+    if !hidden.is_empty() {
+        let names = hidden.join(", ");
+        text.push_str(&format!(
+            "\n  body fields named like parameters ({names}) go under body: {{ ..., body: {{ {names} }} }}"
+        ));
+    }
     if detail == Detail::Full {
         text.push_str(&format!("\n  signature: {}", signature(op)));
         text.push_str(&format!(

@@ -166,6 +166,71 @@ pub struct Field {
     pub required: bool,
     /// Its description, markup stripped and shortened.
     pub description: String,
+    /// Set by the provider only (`readOnly`): never sent in a request.
+    pub read_only: bool,
+    /// Sent only (`writeOnly`, a password): never in a response.
+    pub write_only: bool,
+}
+
+impl Operation {
+    /// Body fields named like one of the operation's parameters (GitHub's rename of a
+    /// variable: the path's `name` and the new one): a call passes them under `body`.
+    pub fn body_fields_named_like_params(&self) -> Vec<&str> {
+        match self.body.as_ref().map(|b| &*b.shape) {
+            Some(Shape::Object { fields, .. }) => fields
+                .iter()
+                .map(|f| f.name.as_str())
+                .filter(|name| self.params.iter().any(|p| p.name == *name))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl Shape {
+    /// The shape as a request carries it: without read-only fields (an object's `id` the
+    /// provider sets is neither required nor accepted in a call).
+    pub fn for_requests(self: &Arc<Self>) -> Arc<Self> {
+        self.without(|f| f.read_only, &mut std::collections::HashMap::new())
+    }
+
+    /// The shape as a response carries it: without write-only fields.
+    pub fn for_responses(self: &Arc<Self>) -> Arc<Self> {
+        self.without(|f| f.write_only, &mut std::collections::HashMap::new())
+    }
+
+    /// This shape with the fields `drop` picks left out at every depth; each shared part
+    /// rewritten once (`done`, by address), so a schema used in many places costs one pass.
+    fn without(
+        self: &Arc<Self>,
+        drop: fn(&Field) -> bool,
+        done: &mut std::collections::HashMap<*const Shape, Arc<Shape>>,
+    ) -> Arc<Self> {
+        let key = Arc::as_ptr(self);
+        if let Some(shape) = done.get(&key) {
+            return shape.clone();
+        }
+        let rewritten = match &**self {
+            Shape::Array(items) => Arc::new(Shape::Array(items.without(drop, done))),
+            Shape::OneOf(shapes) => Arc::new(Shape::OneOf(
+                shapes.iter().map(|s| s.without(drop, done)).collect(),
+            )),
+            Shape::Object { fields, additional } => Arc::new(Shape::Object {
+                fields: fields
+                    .iter()
+                    .filter(|f| !drop(f))
+                    .map(|f| Field {
+                        shape: f.shape.without(drop, done),
+                        ..f.clone()
+                    })
+                    .collect(),
+                additional: additional.as_ref().map(|a| a.without(drop, done)),
+            }),
+            _ => self.clone(),
+        };
+        done.insert(key, rewritten.clone());
+        rewritten
+    }
 }
 
 /// A named schema, for the docs index.

@@ -152,7 +152,9 @@ fn operation(
             schemas,
         )?,
         body: body(spec.get("requestBody"), schemas)?,
-        response: success.map(|schema| schemas.shape(schema)).transpose()?,
+        response: success
+            .map(|schema| schemas.shape(schema).map(|s| s.for_responses()))
+            .transpose()?,
         // The named schema it returns (for lists, that of the items): its description says
         // what the operation is about in the provider's words.
         resource: success.and_then(first_schema_name),
@@ -247,7 +249,7 @@ fn body(raw: Option<&Value>, schemas: &mut Schemas) -> Result<Option<Body>, RefE
         return Ok(None);
     };
     let shape = match media.get("schema") {
-        Some(schema) => schemas.shape(schema)?,
+        Some(schema) => schemas.shape(schema)?.for_requests(),
         None => Arc::new(Shape::Any),
     };
     Ok(Some(Body {

@@ -160,17 +160,24 @@ impl<'a> Schemas<'a> {
                     .and_then(Value::as_str)
                     .map(|d| text::first_sentence(&text::plain(d), 160))
                     .unwrap_or_default();
+                let flag = |key: &str| described.get(key).and_then(Value::as_bool) == Some(true);
+                let (read_only, write_only) = (flag("readOnly"), flag("writeOnly"));
                 fields.push(Field {
                     name: name.clone(),
                     shape: self.shape(property)?,
                     required: required.contains(&name.as_str()),
                     description,
+                    read_only,
+                    write_only,
                 });
             }
         }
+        // An object without properties is open unless it says `additionalProperties: false`
+        // (Stripe's reads: no fields at all, so a misspelled parameter is refused).
         let additional = match schema.get("additionalProperties") {
             Some(Value::Bool(true)) => Some(Arc::new(Shape::Any)),
             Some(extra @ Value::Object(_)) => Some(self.shape(extra)?),
+            Some(Value::Bool(false)) => None,
             _ if fields.is_empty() => Some(Arc::new(Shape::Any)),
             _ => None,
         };
@@ -197,10 +204,21 @@ impl<'a> Schemas<'a> {
                 shape => other = other.or_else(|| Some(shape.clone())),
             }
         }
+        // The schema's own properties beside `allOf` override the parts' fields of the same
+        // name (a create body's `origin` with its secrets over the stored one's), and its
+        // `required` applies to every field, the parts' too.
         if let Some(Value::Object(_)) = schema.get("properties")
             && let Shape::Object { fields: own, .. } = self.object(schema)?
         {
+            fields.retain(|f| !own.iter().any(|o| o.name == f.name));
             fields.extend(own);
+        }
+        if let Some(required) = schema.get("required").and_then(Value::as_array) {
+            for field in &mut fields {
+                if required.iter().any(|r| r.as_str() == Some(&field.name)) {
+                    field.required = true;
+                }
+            }
         }
         Ok(match (fields.is_empty(), other) {
             (true, Some(shape)) => shape,

@@ -26,6 +26,7 @@ mod overrides;
 mod page;
 mod pool;
 mod provider;
+mod real_providers;
 mod sdk;
 mod search;
 mod semantic;
