@@ -268,6 +268,14 @@ impl ProviderFile {
             ),
             (None, None) => None,
         };
+        if secret.is_some() {
+            let from = if self.auth.is_some() {
+                "auth"
+            } else {
+                "the spec"
+            };
+            eprintln!("sdkbox: the provider secret goes in {scheme} (from {from})");
+        }
         let limits = &self.limits;
         let egress_config = EgressConfig {
             base_url,
@@ -514,7 +522,8 @@ impl ProviderArgs {
     }
 }
 
-/// The credential scheme the spec declares first; bearer when it declares none.
+/// The credential scheme the spec prefers (one a secret works with alone, bearer first);
+/// bearer when it declares none.
 fn scheme_from_spec(api: &Api) -> AuthScheme {
     match api.auth.first() {
         Some(AuthHint::Basic) => AuthScheme::Basic,

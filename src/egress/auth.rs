@@ -50,6 +50,18 @@ pub enum AuthScheme {
     Query(String),
 }
 
+impl std::fmt::Display for AuthScheme {
+    /// Where the secret goes, for the line the server prints at start.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Bearer => write!(f, "the Authorization header, as Bearer"),
+            Self::Basic => write!(f, "the Authorization header, as Basic"),
+            Self::Header(name) => write!(f, "the {name} header"),
+            Self::Query(name) => write!(f, "the {name} query parameter"),
+        }
+    }
+}
+
 impl FromStr for AuthScheme {
     type Err = String;
 

@@ -4,6 +4,8 @@
 
 use serde_json::Value;
 
+use crate::spec::Style;
+
 /// A scalar as it appears in a path, query or form: strings bare, others as JSON.
 pub fn scalar(value: &Value) -> String {
     match value {
@@ -35,17 +37,108 @@ pub fn nested_pairs(key: &str, value: &Value, out: &mut Vec<(String, String)>) {
     }
 }
 
-/// Appends `value` under `key` as plain query pairs: arrays repeat the key.
-pub fn query_pairs(key: &str, value: &Value, deep: bool, out: &mut Vec<(String, String)>) {
-    match value {
-        Value::Object(_) => nested_pairs(key, value, out),
-        Value::Array(items) if deep => nested_pairs(key, &Value::Array(items.clone()), out),
-        Value::Array(items) => {
+/// Appends parameter `key` with `value` as query pairs, in its `style`: `form` repeats the
+/// key for each item (`explode`) or joins them with commas, and spreads an exploded object's
+/// fields as parameters of their own; `spaceDelimited` and `pipeDelimited` join an array's
+/// items with ` ` or `|`; `deepObject` nests (`key[sub]=v`, `key[]=v`).
+pub fn query_pairs(
+    key: &str,
+    value: &Value,
+    style: Style,
+    explode: bool,
+    out: &mut Vec<(String, String)>,
+) {
+    match (style, value) {
+        (Style::DeepObject, Value::Object(_) | Value::Array(_)) => nested_pairs(key, value, out),
+        (_, Value::Array(items)) if explode => {
             for item in items {
-                out.push((key.to_owned(), scalar(item)));
+                match item {
+                    Value::Object(_) | Value::Array(_) => nested_pairs(key, item, out),
+                    scalar_item => out.push((key.to_owned(), scalar(scalar_item))),
+                }
             }
         }
-        other => out.push((key.to_owned(), scalar(other))),
+        (_, Value::Array(items)) => {
+            let joint = match style {
+                Style::SpaceDelimited => " ",
+                Style::PipeDelimited => "|",
+                _ => ",",
+            };
+            let items: Vec<String> = items.iter().map(scalar).collect();
+            out.push((key.to_owned(), items.join(joint)));
+        }
+        (_, Value::Object(fields)) if explode => {
+            for (field, inner) in fields {
+                match inner {
+                    Value::Object(_) | Value::Array(_) => nested_pairs(field, inner, out),
+                    scalar_inner => out.push((field.clone(), scalar(scalar_inner))),
+                }
+            }
+        }
+        (_, Value::Object(fields)) => {
+            let flat: Vec<String> = fields
+                .iter()
+                .flat_map(|(field, inner)| [field.clone(), scalar(inner)])
+                .collect();
+            out.push((key.to_owned(), flat.join(",")));
+        }
+        (_, other) => out.push((key.to_owned(), scalar(other))),
+    }
+}
+
+/// Path parameter `key` with `value` in its `style`, every name and value percent-encoded
+/// and the separators as they are: `simple` (`a,b`; an object `f,v` or exploded `f=v`),
+/// `label` (`.a,b`, exploded `.a.b`), `matrix` (`;key=a,b`, exploded `;key=a;key=b`).
+pub fn path_segment(key: &str, value: &Value, style: Style, explode: bool) -> String {
+    let parts: Vec<(Option<String>, String)> = match value {
+        Value::Array(items) => items.iter().map(|i| (None, segment(i))).collect(),
+        Value::Object(fields) => fields
+            .iter()
+            .map(|(f, v)| (Some(segment(&Value::String(f.clone()))), segment(v)))
+            .collect(),
+        other => vec![(None, segment(other))],
+    };
+    let key = segment(&Value::String(key.to_owned()));
+    let pair = |(field, v): &(Option<String>, String), with: &str| match field {
+        Some(field) => format!("{field}{with}{v}"),
+        None => v.clone(),
+    };
+    let exploded = |with: &str| parts.iter().map(|p| pair(p, with)).collect::<Vec<_>>();
+    let flat = || {
+        parts
+            .iter()
+            .flat_map(|(f, v)| f.iter().cloned().chain([v.clone()]))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    match (style, explode) {
+        (Style::Label, true) => format!(".{}", exploded("=").join(".")),
+        (Style::Label, false) => format!(".{}", flat()),
+        (Style::Matrix, true) if value.is_object() => format!(";{}", exploded("=").join(";")),
+        (Style::Matrix, true) => parts.iter().map(|(_, v)| format!(";{key}={v}")).collect(),
+        (Style::Matrix, false) => format!(";{key}={}", flat()),
+        (_, true) => exploded("=").join(","),
+        (_, false) => flat(),
+    }
+}
+
+/// A header parameter's value (`simple`): an array's items joined with commas, an object's
+/// fields as `f,v` or exploded `f=v`.
+pub fn header_value(value: &Value, explode: bool) -> String {
+    match value {
+        Value::Array(items) => items.iter().map(scalar).collect::<Vec<_>>().join(","),
+        Value::Object(fields) => fields
+            .iter()
+            .map(|(f, v)| {
+                if explode {
+                    format!("{f}={}", scalar(v))
+                } else {
+                    format!("{f},{}", scalar(v))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(","),
+        other => scalar(other),
     }
 }
 
@@ -106,6 +199,40 @@ mod tests {
             "email=a%40b.c&metadata%5Bplan%5D=pro&expand%5B%5D=customer&expand%5B%5D=invoice\
              &items%5B0%5D%5Bprice%5D=price_1&items%5B0%5D%5Bquantity%5D=2&active=true"
         );
+    }
+
+    #[test]
+    fn parameters_follow_their_style() {
+        let pairs = |value: Value, style, explode| {
+            let mut out = Vec::new();
+            query_pairs("k", &value, style, explode, &mut out);
+            out.iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join("&")
+        };
+        let list = || json!(["a", "b"]);
+        let object = || json!({"x": 1, "y": "z"});
+        assert_eq!(pairs(list(), Style::Form, true), "k=a&k=b");
+        assert_eq!(pairs(list(), Style::Form, false), "k=a,b");
+        assert_eq!(pairs(list(), Style::SpaceDelimited, false), "k=a b");
+        assert_eq!(pairs(list(), Style::PipeDelimited, false), "k=a|b");
+        assert_eq!(pairs(list(), Style::DeepObject, true), "k[]=a&k[]=b");
+        assert_eq!(pairs(object(), Style::Form, true), "x=1&y=z");
+        assert_eq!(pairs(object(), Style::Form, false), "k=x,1,y,z");
+        assert_eq!(pairs(object(), Style::DeepObject, true), "k[x]=1&k[y]=z");
+        assert_eq!(pairs(json!(3), Style::Form, true), "k=3");
+        let path = |value: Value, style, explode| path_segment("k", &value, style, explode);
+        assert_eq!(path(list(), Style::Simple, false), "a,b");
+        assert_eq!(path(object(), Style::Simple, false), "x,1,y,z");
+        assert_eq!(path(object(), Style::Simple, true), "x=1,y=z");
+        assert_eq!(path(list(), Style::Label, false), ".a,b");
+        assert_eq!(path(list(), Style::Label, true), ".a.b");
+        assert_eq!(path(list(), Style::Matrix, false), ";k=a,b");
+        assert_eq!(path(list(), Style::Matrix, true), ";k=a;k=b");
+        assert_eq!(path(json!("a b/c"), Style::Simple, false), "a%20b%2Fc");
+        assert_eq!(header_value(&list(), false), "a,b");
+        assert_eq!(header_value(&object(), true), "x=1,y=z");
     }
 
     #[test]

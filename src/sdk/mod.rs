@@ -247,13 +247,21 @@ fn place(request: &mut ScriptRequest, param: &Param, value: &Value) -> Result<()
     let key = &param.name;
     match param.location {
         Location::Path => {
-            let segment = encode::segment(value);
+            let segment = encode::path_segment(key, value, param.style, param.explode);
             // A provider that decodes `%2F` or `%5C` before routing would see the parts of a
             // value as segments: none of them may be a dot segment either.
-            let raw = encode::scalar(value);
-            let dotted = raw
-                .split(['/', '\\'])
-                .any(|part| matches!(part, "." | ".."));
+            let raw: Vec<String> = match value {
+                Value::Array(items) => items.iter().map(encode::scalar).collect(),
+                Value::Object(fields) => fields
+                    .iter()
+                    .flat_map(|(f, v)| [f.clone(), encode::scalar(v)])
+                    .collect(),
+                other => vec![encode::scalar(other)],
+            };
+            let dotted = raw.iter().any(|raw| {
+                raw.split(['/', '\\'])
+                    .any(|part| matches!(part, "." | ".."))
+            });
             if matches!(segment.as_str(), "" | "." | "..") || dotted {
                 return Err(format!(
                     "path parameter `{key}` may not be {}: it would leave the operation's path",
@@ -266,8 +274,12 @@ fn place(request: &mut ScriptRequest, param: &Param, value: &Value) -> Result<()
             }
             request.url = request.url.replace(&format!("{{{key}}}"), &segment);
         }
-        Location::Query => encode::query_pairs(key, value, param.deep_object, &mut request.query),
-        Location::Header => request.headers.push((key.clone(), encode::scalar(value))),
+        Location::Query => {
+            encode::query_pairs(key, value, param.style, param.explode, &mut request.query)
+        }
+        Location::Header => request
+            .headers
+            .push((key.clone(), encode::header_value(value, param.explode))),
     }
     Ok(())
 }

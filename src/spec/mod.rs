@@ -13,7 +13,7 @@ mod source;
 mod text;
 
 pub use model::{
-    Api, AuthHint, Body, Encoding, Field, Location, Operation, Param, SchemaDoc, Shape,
+    Api, AuthHint, Body, Encoding, Field, Location, Operation, Param, SchemaDoc, Shape, Style,
 };
 pub use naming::{camel, words};
 pub use text::{first_sentence, plain, shorten};
@@ -185,6 +185,9 @@ fn servers(root: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The credential schemes the spec declares, the one a single secret works with first: a
+/// scheme some security requirement names alone (Cloudflare's token, not half of its
+/// e-mail and key pair), bearer before others, then the rest in the spec's order.
 fn auth_hints(root: &Value) -> Vec<AuthHint> {
     let Some(schemes) = root
         .pointer("/components/securitySchemes")
@@ -192,24 +195,54 @@ fn auth_hints(root: &Value) -> Vec<AuthHint> {
     else {
         return Vec::new();
     };
-    schemes
-        .values()
-        .filter_map(|scheme| {
+    let requirements = std::iter::once(root.get("security"))
+        .chain(
+            root.get("paths")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flat_map(|paths| paths.values())
+                .filter_map(Value::as_object)
+                .flat_map(|item| item.values())
+                .map(|op| op.get("security")),
+        )
+        .flatten()
+        .filter_map(Value::as_array)
+        .flatten()
+        .filter_map(Value::as_object);
+    let mut alone: Vec<&str> = Vec::new();
+    for requirement in requirements {
+        if let [name] = requirement.keys().map(String::as_str).collect::<Vec<_>>()[..]
+            && !alone.contains(&name)
+        {
+            alone.push(name);
+        }
+    }
+    let mut hints: Vec<(u8, AuthHint)> = schemes
+        .iter()
+        .filter_map(|(name, scheme)| {
             let get = |k: &str| scheme.get(k).and_then(Value::as_str);
-            match (
+            let hint = match (
                 get("type")?,
                 get("scheme").map(str::to_ascii_lowercase).as_deref(),
                 get("in"),
             ) {
-                ("http", Some("bearer"), _) => Some(AuthHint::Bearer),
-                ("http", Some("basic"), _) => Some(AuthHint::Basic),
-                ("apiKey", _, Some("header")) => Some(AuthHint::Header(get("name")?.to_owned())),
-                ("apiKey", _, Some("query")) => Some(AuthHint::Query(get("name")?.to_owned())),
-                ("oauth2" | "openIdConnect", _, _) => Some(AuthHint::Bearer),
-                _ => None,
-            }
+                ("http", Some("bearer"), _) => AuthHint::Bearer,
+                ("http", Some("basic"), _) => AuthHint::Basic,
+                ("apiKey", _, Some("header")) => AuthHint::Header(get("name")?.to_owned()),
+                ("apiKey", _, Some("query")) => AuthHint::Query(get("name")?.to_owned()),
+                ("oauth2" | "openIdConnect", _, _) => AuthHint::Bearer,
+                _ => return None,
+            };
+            let rank = match (alone.contains(&name.as_str()) || alone.is_empty(), &hint) {
+                (true, AuthHint::Bearer) => 0,
+                (true, _) => 1,
+                (false, _) => 2,
+            };
+            Some((rank, hint))
         })
-        .collect()
+        .collect();
+    hints.sort_by_key(|(rank, _)| *rank);
+    hints.into_iter().map(|(_, hint)| hint).collect()
 }
 
 fn schema_docs(

@@ -95,9 +95,32 @@ pub struct Param {
     pub shape: Arc<Shape>,
     /// Its description, markup stripped.
     pub description: String,
-    /// Whether objects and arrays go in the query as `key[sub]=v` / `key[]=v`
-    /// (`style: deepObject`), rather than as repeated keys.
-    pub deep_object: bool,
+    /// How arrays and objects are written (`style`, defaulting as OpenAPI says: `form` in
+    /// the query, `simple` in the path and headers).
+    pub style: Style,
+    /// Whether an array's items and an object's fields are written apart (`explode`: `true`
+    /// by default for `form`, else `false`).
+    pub explode: bool,
+}
+
+/// A parameter's `style`: how an array or object value is serialised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// `a=1&a=2` exploded, `a=1,2` not; an exploded object's fields are parameters of their
+    /// own (query).
+    Form,
+    /// `a=1%202` (query arrays).
+    SpaceDelimited,
+    /// `a=1|2` (query arrays).
+    PipeDelimited,
+    /// `a[b]=1`, `a[]=1` (query objects; Stripe's nested keys).
+    DeepObject,
+    /// `1,2`, objects `b,1,c,2` or exploded `b=1,c=2` (path and headers).
+    Simple,
+    /// `.1.2` (path).
+    Label,
+    /// `;a=1;a=2` (path).
+    Matrix,
 }
 
 /// How a request body is encoded.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::SpecWarning;
-use super::model::{Body, Encoding, Location, Operation, Param, Shape};
+use super::model::{Body, Encoding, Location, Operation, Param, Shape, Style};
 use super::schema::{RefError, Schemas};
 use super::text;
 
@@ -203,6 +203,17 @@ fn params(
             Some(schema) => schemas.shape(schema)?,
             None => Arc::new(Shape::Any),
         };
+        let style = match (raw.get("style").and_then(Value::as_str), location) {
+            (Some("form"), _) => Style::Form,
+            (Some("spaceDelimited"), _) => Style::SpaceDelimited,
+            (Some("pipeDelimited"), _) => Style::PipeDelimited,
+            (Some("deepObject"), _) => Style::DeepObject,
+            (Some("label"), _) => Style::Label,
+            (Some("matrix"), _) => Style::Matrix,
+            (Some("simple"), _) => Style::Simple,
+            (_, Location::Query) => Style::Form,
+            (_, Location::Path | Location::Header) => Style::Simple,
+        };
         let param = Param {
             name: name.to_owned(),
             location,
@@ -214,7 +225,11 @@ fn params(
                 .and_then(Value::as_str)
                 .map(text::plain)
                 .unwrap_or_default(),
-            deep_object: raw.get("style").and_then(Value::as_str) == Some("deepObject"),
+            style,
+            explode: raw
+                .get("explode")
+                .and_then(Value::as_bool)
+                .unwrap_or(style == Style::Form),
         };
         // Operation-level parameters override path-level ones of the same name and place.
         out.retain(|p| !(p.name == param.name && p.location == param.location));

@@ -42,6 +42,7 @@ fn example(shape: &Shape, depth: usize) -> Value {
             .iter()
             .find(|s| !matches!(***s, Shape::Null))
             .map_or(Value::Null, |s| example(s, depth + 1)),
+        Shape::Any => json!("x1"),
         _ => json!({}),
     }
 }
@@ -248,4 +249,67 @@ async fn read_only_fields_all_of_siblings_and_renames() {
     let text = &hits.hits[0].text;
     assert!(text.contains("body: { name }?"), "{text}");
     assert!(text.contains("body?: { name?: string }"), "{text}");
+}
+
+#[tokio::test]
+async fn the_example_configs_load_with_a_scheme_a_secret_works_alone() {
+    for (example, spec, env, shipped, from_spec) in [
+        (
+            "stripe",
+            "stripe-spec3.json",
+            "STRIPE_API_KEY",
+            "Basic",
+            "Bearer",
+        ),
+        (
+            "github",
+            "github-api.github.com.json",
+            "GITHUB_TOKEN",
+            "Bearer",
+            "Bearer",
+        ),
+        (
+            "cloudflare",
+            "cloudflare-openapi.json",
+            "CLOUDFLARE_API_TOKEN",
+            "Bearer",
+            "Bearer",
+        ),
+    ] {
+        let spec = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/specs")
+            .join(spec);
+        if !spec.exists() {
+            println!("skipped: {} is absent", spec.display());
+            return;
+        }
+        let config =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("examples/{example}.toml"));
+        let run = |args: Vec<std::ffi::OsString>| {
+            // A stdio server whose client has gone at once: it starts, says where the
+            // secret goes, and ends.
+            let output = std::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"))
+                .args(["serve", "--no-model", "--approval-page", "off"])
+                .args(args)
+                .arg("--spec")
+                .arg(&spec)
+                .env(env, "secret-value-0123456789")
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&output.stderr).into_owned()
+        };
+        // The shipped file (its spec read from the shared copy), and the spec alone.
+        for (args, header) in [
+            (
+                vec!["--config".into(), config.clone().into_os_string()],
+                shipped,
+            ),
+            (vec!["--secret-env".into(), env.into()], from_spec),
+        ] {
+            let stderr = run(args);
+            let says = format!("the provider secret goes in the Authorization header, as {header}");
+            assert!(stderr.contains(&says), "{example}: {stderr}");
+        }
+    }
 }
