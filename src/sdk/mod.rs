@@ -182,6 +182,9 @@ impl Sdk {
                 "application/x-www-form-urlencoded".to_owned(),
             ),
             (Encoding::Multipart, Some(map)) => encode::multipart(map),
+            (Encoding::Raw, _) => (encode::scalar(&value), spec.media_type.clone()),
+            // JSON as the spec names it (`application/merge-patch+json` too).
+            (Encoding::Json, _) => (value.to_string(), spec.media_type.clone()),
             _ => (value.to_string(), "application/json".to_owned()),
         };
         request.headers.push(("content-type".into(), content_type));

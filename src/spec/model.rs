@@ -132,6 +132,9 @@ pub enum Encoding {
     Form,
     /// `multipart/form-data`.
     Multipart,
+    /// Any other media type (`application/octet-stream`, `application/javascript`,
+    /// `text/plain`): the body is passed whole, as a string, and sent as it is.
+    Raw,
 }
 
 /// A request body.
@@ -139,6 +142,8 @@ pub enum Encoding {
 pub struct Body {
     /// How it is encoded.
     pub encoding: Encoding,
+    /// The media type sent with it (the spec's, `*` wildcards as `application/octet-stream`).
+    pub media_type: String,
     /// Whether the call must send it.
     pub required: bool,
     /// Its type; an object's fields are passed by name in the call.

@@ -246,7 +246,7 @@ fn body(raw: Option<&Value>, schemas: &mut Schemas) -> Result<Option<Body>, RefE
     };
     let pick = content
         .iter()
-        .find(|(t, _)| t.contains("json"))
+        .find(|(t, _)| t.contains("json") && !t.contains("ndjson"))
         .map(|(t, c)| (Encoding::Json, t, c))
         .or_else(|| {
             content
@@ -259,16 +259,25 @@ fn body(raw: Option<&Value>, schemas: &mut Schemas) -> Result<Option<Body>, RefE
                 .iter()
                 .find(|(t, _)| t.starts_with("multipart/form-data"))
                 .map(|(t, c)| (Encoding::Multipart, t, c))
-        });
-    let Some((encoding, _, media)) = pick else {
+        })
+        .or_else(|| content.iter().next().map(|(t, c)| (Encoding::Raw, t, c)));
+    let Some((encoding, media_type, media)) = pick else {
         return Ok(None);
     };
-    let shape = match media.get("schema") {
-        Some(schema) => schemas.shape(schema)?.for_requests(),
-        None => Arc::new(Shape::Any),
+    let shape = match (encoding, media.get("schema")) {
+        // A body of bytes or text is one string, whatever its schema says of it.
+        (Encoding::Raw, _) => Arc::new(Shape::String { values: Vec::new() }),
+        (_, Some(schema)) => schemas.shape(schema)?.for_requests(),
+        (_, None) => Arc::new(Shape::Any),
+    };
+    let media_type = if media_type.contains('*') {
+        "application/octet-stream".to_owned()
+    } else {
+        media_type.clone()
     };
     Ok(Some(Body {
         encoding,
+        media_type,
         required: raw.get("required").and_then(Value::as_bool) == Some(true),
         shape,
     }))

@@ -313,3 +313,42 @@ async fn the_example_configs_load_with_a_scheme_a_secret_works_alone() {
         }
     }
 }
+
+#[tokio::test]
+async fn bodies_that_are_not_json_are_sent_as_given() {
+    let Some(cloudflare) = sdk("cloudflare-openapi.json").await else {
+        return;
+    };
+    let script = "addEventListener('fetch', (e) => e.respondWith(new Response('ok')));";
+    for (method, path, media_type, body) in [
+        (
+            "PUT",
+            "/zones/{zone_id}/workers/script",
+            "application/javascript",
+            script,
+        ),
+        (
+            "POST",
+            "/accounts/{account_id}/ai/run/@cf/facebook/detr-resnet-50",
+            "application/octet-stream",
+            "\u{0}\u{1}bytes",
+        ),
+    ] {
+        let op = cloudflare
+            .operations()
+            .iter()
+            .find(|op| op.method == method && op.path == path)
+            .unwrap_or_else(|| panic!("{method} {path}"));
+        let mut params = required_call(op);
+        params.insert("body".into(), json!(body));
+        let request = cloudflare.prepare(&call(op, params)).unwrap();
+        assert_eq!(request.body.as_deref(), Some(body), "{path}");
+        assert!(
+            request
+                .headers
+                .contains(&("content-type".to_owned(), media_type.to_owned())),
+            "{path}: {:?}",
+            request.headers
+        );
+    }
+}
