@@ -368,21 +368,43 @@
     return null;
   }
 
+  // The list in a page: the page itself, the property `key` names, else the one a list
+  // style uses (`data`, `items`, `result`), else the page's only array (GitHub's
+  // `workflow_runs`, `repositories`...). `null` when none is found.
+  function listIn(body, key) {
+    if (ArrayIsArray(body)) return body;
+    if (body === null || typeof body !== "object") return null;
+    if (key !== undefined) return ArrayIsArray(body[key]) ? body[key] : null;
+    for (const name of ["data", "items", "result"]) if (ArrayIsArray(body[name])) return body[name];
+    const arrays = ObjectEntries(body).filter(([, v]) => ArrayIsArray(v));
+    return arrays.length === 1 ? arrays[0][1] : null;
+  }
+
   // for await (const item of api.paginate(api.customers.list, { limit: 100 })) { ... }
-  // Follows cursors (has_more + last id), Link headers (rel="next") or page numbers;
-  // bounded by the execution's request budget.
-  async function* paginate(method, params = {}) {
+  // Follows cursors (has_more + last id), Link headers (rel="next"), Cloudflare's
+  // `result_info` (page of total_pages) or page numbers; the items are found in each page
+  // (`options.items` names their property); bounded by the execution's request budget.
+  async function* paginate(method, params = {}, options = {}) {
     const op = method?.operation;
     if (!op) {
       throw new TypeError("api.paginate takes an SDK method and its parameters, like api.paginate(api.customers.list, { limit: 100 })");
     }
+    const named = options?.items === undefined ? undefined : String(options.items);
+    const what = `api.${op.group}.${op.method}`;
     let current = { ...params };
     let linked = false;
     for (;;) {
       const raw = await callRaw(op.group, op.method, current);
-      const body = settle(raw, `api.${op.group}.${op.method}`);
-      const items = ArrayIsArray(body) ? body : ArrayIsArray(body?.data) ? body.data : ArrayIsArray(body?.items) ? body.items : null;
-      if (items === null) throw new TypeError(`api.${op.group}.${op.method} does not return a list`);
+      const body = settle(raw, what);
+      const items = listIn(body, named);
+      if (items === null) {
+        const arrays = body !== null && typeof body === "object" ? ObjectEntries(body).filter(([, v]) => ArrayIsArray(v)).map(([k]) => k) : [];
+        const under = named === undefined ? "" : ` under \`${named}\``;
+        const hint = arrays.length > 0
+          ? `: its lists are under ${arrays.join(", ")}; say which with api.paginate(method, params, { items: "${arrays[0]}" })`
+          : ": it does not return a list";
+        throw new TypeError(`${what} returned no list${under}${hint}`);
+      }
       for (const item of items) yield item;
       if (items.length === 0) return;
       if (body && !ArrayIsArray(body) && "has_more" in body) {
@@ -396,6 +418,13 @@
         const next = link === undefined ? null : nextLink(link);
         if (next === null) return;
         for (const [k, v] of next) current[k] = /^\d+$/.test(v) ? Number(v) : v;
+        continue;
+      }
+      const info = body?.result_info;
+      if (info && typeof info.total_pages === "number") {
+        const page = typeof info.page === "number" ? info.page : (current.page ?? 1);
+        if (page >= info.total_pages) return;
+        current = { ...current, page: page + 1 };
         continue;
       }
       if (typeof current.page === "number") {

@@ -44,6 +44,8 @@ impl Provider {
             .route("/v1/echo/{*rest}", any(echo))
             .route("/v1/charges", any(echo))
             .route("/v1/cursor", get(cursor))
+            .route("/v1/runs", get(runs))
+            .route("/v1/zones", get(zones))
             .route("/v1/linked", get(linked))
             .route("/v1/customers", get(customers))
             .route("/v1/missing", get(missing))
@@ -136,6 +138,42 @@ async fn linked(Query(page): Query<Page>) -> Response {
         headers.insert(header::LINK, next.parse().unwrap());
     }
     (headers, axum::Json(items)).into_response()
+}
+
+/// Five workflow runs, two per page, GitHub's wrapper style: `total_count`, the items under
+/// their own name, and a `Link` header.
+async fn runs(Query(page): Query<Page>) -> Response {
+    let page = page.page.unwrap_or(1);
+    let runs: Vec<_> = ((page - 1) * 2..(page * 2).min(5))
+        .map(|i| json!({"id": i}))
+        .collect();
+    let mut headers = HeaderMap::new();
+    if page * 2 < 5 {
+        let next = format!(
+            "<http://127.0.0.1/v1/runs?page={}&per_page=2>; rel=\"next\"",
+            page + 1
+        );
+        headers.insert(header::LINK, next.parse().unwrap());
+    }
+    (
+        headers,
+        axum::Json(json!({"total_count": 5, "workflow_runs": runs})),
+    )
+        .into_response()
+}
+
+/// Five zones, two per page, Cloudflare style: `result` and `result_info.total_pages`, no
+/// `Link` header.
+async fn zones(Query(page): Query<Page>) -> Response {
+    let page = page.page.unwrap_or(1);
+    let zones: Vec<_> = ((page - 1) * 2..(page * 2).min(5))
+        .map(|i| json!({"name": format!("zone{i}.example")}))
+        .collect();
+    axum::Json(json!({
+        "success": true, "errors": [], "messages": [], "result": zones,
+        "result_info": {"page": page, "per_page": 2, "count": zones.len(), "total_count": 5, "total_pages": 3}
+    }))
+    .into_response()
 }
 
 async fn customers() -> Response {

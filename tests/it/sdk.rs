@@ -68,6 +68,19 @@ paths:
       parameters:
         - { name: page, in: query, schema: { type: integer } }
         - { name: per_page, in: query, schema: { type: integer } }
+  /runs:
+    get:
+      operationId: actions/list-runs
+      parameters:
+        - { name: page, in: query, schema: { type: integer } }
+        - { name: per_page, in: query, schema: { type: integer } }
+  /zones:
+    get:
+      operationId: zones-list
+      tags: [zones]
+      parameters:
+        - { name: page, in: query, schema: { type: integer } }
+        - { name: per_page, in: query, schema: { type: integer } }
 "#;
 
 async fn sandbox(provider: &Provider) -> InProcessSandbox {
@@ -207,7 +220,15 @@ const cursor = [];
 for await (const item of api.paginate(api.cursor.list, { limit: 3 })) cursor.push(item.id);
 const linked = [];
 for await (const item of api.paginate(api.repos.listLinked, { per_page: 2 })) linked.push(item.n);
-return { cursor, linked };
+const runs = [];
+for await (const run of api.paginate(api.actions.listRuns, { per_page: 2 })) runs.push(run.id);
+const zones = [];
+for await (const zone of api.paginate(api.zones.list, { per_page: 2 })) zones.push(zone.name);
+const named = [];
+for await (const run of api.paginate(api.actions.listRuns, { per_page: 2 }, { items: "workflow_runs" })) named.push(run.id);
+let wrong;
+try { for await (const x of api.paginate(api.actions.listRuns, {}, { items: "nope" })) {} } catch (e) { wrong = e.message; }
+return { cursor, linked, runs, zones, named, wrong };
 "#;
     let outcome = run(&sandbox, code).await;
     assert!(outcome.ok, "{outcome:?}");
@@ -215,10 +236,14 @@ return { cursor, linked };
         outcome.result,
         json!({
             "cursor": ["item_0", "item_1", "item_2", "item_3", "item_4", "item_5", "item_6"],
-            "linked": [0, 1, 2, 3, 4]
+            "linked": [0, 1, 2, 3, 4],
+            "runs": [0, 1, 2, 3, 4],
+            "zones": ["zone0.example", "zone1.example", "zone2.example", "zone3.example", "zone4.example"],
+            "named": [0, 1, 2, 3, 4],
+            "wrong": "api.actions.listRuns returned no list under `nope`: its lists are under workflow_runs; say which with api.paginate(method, params, { items: \"workflow_runs\" })"
         })
     );
-    assert_eq!(outcome.http.len(), 3 + 3);
+    assert_eq!(outcome.http.len(), 3 + 3 + 3 + 3 + 3 + 1);
 }
 
 /// Issue 21: spec names that are also JavaScript's or `api`'s own (`constructor`,
