@@ -31,7 +31,7 @@ pub use policy::OriginPolicy;
 pub use scrub::{REDACTED, Scrubber, UNCHECKED, WITHHELD, WORK_PER_RECEIVED_BYTE};
 pub use session::{
     CallRecord, EgressSession, MAX_LOGGED_CALLS, MAX_LOGGED_URL, ScriptRequest, ScriptResponse,
-    UNFINISHED, UrlKind, cut, is_write,
+    UNFINISHED, Unencoded, UrlKind, cut, is_write,
 };
 
 use std::sync::Arc;

@@ -72,6 +72,24 @@ pub struct ScriptRequest {
     /// The spec operation this request calls, when it comes from the SDK.
     #[serde(default)]
     pub operation: Option<String>,
+    /// What `api.request` left for the SDK to encode as the operation it reaches expects
+    /// (`query` and `body` as the script gave them); `query`, `headers` and `body` above
+    /// hold a plain encoding of the same, used when no operation matches. Egress never
+    /// reads it: the gateway has re-encoded the request or dropped it before.
+    #[serde(default)]
+    pub unencoded: Option<Unencoded>,
+}
+
+/// The query and body of an `api.request` call, as the script gave them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Unencoded {
+    /// The query object.
+    #[serde(default)]
+    pub query: Option<serde_json::Value>,
+    /// The body object, when the script left its encoding to sdkbox (no string, form or
+    /// explicit content type).
+    #[serde(default)]
+    pub body: Option<serde_json::Value>,
 }
 
 /// What the script gets back: scrubbed of the secret.
@@ -706,6 +724,7 @@ fn redirect(
         headers: headers.to_vec(),
         body: None,
         operation: None,
+        unencoded: None,
     }))
 }
 

@@ -335,12 +335,22 @@
   }
 
   // The generic call, kept for anything a generated SDK lacks.
+  // Its query and an object body are also handed over as given, so that Rust encodes them
+  // as the operation they reach expects (a form for Stripe, `expand[]`); a string,
+  // URLSearchParams or an explicit content type is sent as it is.
   async function request(method, path, options = {}) {
     const headers = headerPairs(options.headers);
     if (!hasHeader(headers, "accept")) headers.push(["accept", "application/json"]);
+    const leftToUs = options.body !== undefined && options.body !== null && typeof options.body === "object"
+      && !(options.body instanceof URLSearchParams) && !hasHeader(headers, "content-type");
     const body = encodeBody(options.body, headers);
     const query = queryPairs(options.query, "", []);
-    const raw = await http({ method: String(method), url: String(path), kind: "api", query, headers, body });
+    const unencoded = {
+      query: options.query !== null && typeof options.query === "object" && !(options.query instanceof URLSearchParams)
+        ? JSONParse(JSONStringify(options.query)) : null,
+      body: leftToUs ? JSONParse(body) : null,
+    };
+    const raw = await http({ method: String(method), url: String(path), kind: "api", query, headers, body, unencoded });
     return settle(raw, `${String(method).toUpperCase()} ${path}`);
   }
 

@@ -125,6 +125,14 @@ impl Network for Gateway {
     /// request's operation from its method and URL.
     fn send(&self, mut request: ScriptRequest) -> NetworkFuture {
         request.operation = None;
+        // `api.request` encodes like the operation it reaches; without an SDK, or for a
+        // `fetch`, the plain encoding the script made stands.
+        match &self.sdk {
+            Some(sdk) if request.kind == crate::egress::UrlKind::Api => {
+                sdk.encode_raw(&mut request)
+            }
+            _ => request.unencoded = None,
+        }
         self.forward(request)
     }
 

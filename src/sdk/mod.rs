@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 use thiserror::Error;
 
 use crate::egress::{ScriptRequest, UrlKind};
-use crate::spec::{Api, Encoding, Location, Operation, Param, Shape};
+use crate::spec::{Api, Encoding, Location, Operation, Param, Shape, Style};
 
 /// A call the script made: `api.<group>.<method>(params)`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -113,6 +113,7 @@ impl Sdk {
             headers: Vec::new(),
             body: None,
             operation: Some(op.id.clone()),
+            unencoded: None,
         };
         let body_fields = body_fields(op);
         let mut body = Map::new();
@@ -190,6 +191,78 @@ impl Sdk {
         request.headers.push(("content-type".into(), content_type));
         request.body = Some(text);
         Ok(())
+    }
+
+    /// Re-encodes a raw `api.request` the way the operation it reaches expects: its query
+    /// values in their parameters' styles, an object body in the operation's media type
+    /// (a form for Stripe). A request that reaches no operation keeps the plain encoding
+    /// the script made. Either way, what was left to encode is dropped.
+    pub fn encode_raw(&self, request: &mut ScriptRequest) {
+        let Some(unencoded) = request.unencoded.take() else {
+            return;
+        };
+        let path = request.url.split(['?', '#']).next().unwrap_or_default();
+        let Some(op) = self.operation_at(&request.method, path) else {
+            return;
+        };
+        if let Some(Value::Object(query)) = &unencoded.query {
+            request.query.clear();
+            for (key, value) in query {
+                if value.is_null() {
+                    continue;
+                }
+                let param = op
+                    .params
+                    .iter()
+                    .find(|p| p.location == Location::Query && &p.name == key);
+                let (style, explode) = match (param, value) {
+                    (Some(param), _) => (param.style, param.explode),
+                    // Not in the spec: objects nested, arrays repeated, as before.
+                    (None, Value::Object(_)) => (Style::DeepObject, true),
+                    (None, _) => (Style::Form, true),
+                };
+                encode::query_pairs(key, value, style, explode, &mut request.query);
+            }
+        }
+        let (Some(value), Some(spec)) = (unencoded.body, &op.body) else {
+            return;
+        };
+        let (text, content_type) = match (spec.encoding, value.as_object()) {
+            (Encoding::Form, Some(map)) => (
+                encode::form(map),
+                "application/x-www-form-urlencoded".to_owned(),
+            ),
+            (Encoding::Multipart, Some(map)) => encode::multipart(map),
+            (Encoding::Raw, _) => (encode::scalar(&value), spec.media_type.clone()),
+            (Encoding::Json, _) => (value.to_string(), spec.media_type.clone()),
+            _ => return,
+        };
+        request
+            .headers
+            .retain(|(name, _)| !name.eq_ignore_ascii_case("content-type"));
+        request.headers.push(("content-type".into(), content_type));
+        request.body = Some(text);
+    }
+
+    /// The operation `method` and `path` (relative to the base URL) reach: its template's
+    /// literal segments equal, its parameters any one segment; the most literal wins.
+    fn operation_at(&self, method: &str, path: &str) -> Option<&Operation> {
+        let got: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        self.api
+            .operations
+            .iter()
+            .filter(|op| op.method.eq_ignore_ascii_case(method))
+            .filter_map(|op| {
+                let want: Vec<&str> = op.path.trim_start_matches('/').split('/').collect();
+                let fits = want.len() == got.len()
+                    && want
+                        .iter()
+                        .zip(&got)
+                        .all(|(w, g)| w.contains('{') && !g.is_empty() || w == g);
+                fits.then(|| (want.iter().filter(|w| !w.contains('{')).count(), op))
+            })
+            .max_by_key(|(literal, _)| *literal)
+            .map(|(_, op)| op)
     }
 
     /// Every operation, for the docs index.

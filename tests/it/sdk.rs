@@ -326,3 +326,28 @@ async fn every_spec_name_is_callable_under_the_name_search_shows() {
         "{outcome:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_request_encodes_like_the_operation_it_reaches() {
+    let provider = Provider::start().await;
+    let sandbox = sandbox(&provider).await;
+    let code = r#"
+const form = await api.request("POST", "/charges", { body: { amount: 5, metadata: { k: "v" }, expand: ["x"] } });
+const json = await api.request("POST", "/charges", { body: { amount: 5 }, headers: { "content-type": "application/json" } });
+const deep = await api.request("GET", "/echo/widgets/w1", { query: { expand: ["a", "b"] } });
+const other = await api.request("GET", "/echo/other", { query: { tags: ["a", "b"], meta: { k: "v" } } });
+const pick = (r) => ({ query: r.query, body: r.body, type: r.headers["content-type"] ?? null });
+return [form, json, deep, other].map(pick);
+"#;
+    let outcome = run(&sandbox, code).await;
+    assert!(outcome.ok, "{outcome:?}");
+    assert_eq!(
+        outcome.result,
+        json!([
+            {"query": null, "body": "amount=5&metadata%5Bk%5D=v&expand%5B%5D=x", "type": "application/x-www-form-urlencoded"},
+            {"query": null, "body": "{\"amount\":5}", "type": "application/json"},
+            {"query": "expand%5B%5D=a&expand%5B%5D=b", "body": "", "type": null},
+            {"query": "tags=a&tags=b&meta%5Bk%5D=v", "body": "", "type": null},
+        ])
+    );
+}

@@ -112,11 +112,17 @@ async fn silent_and_slow_sockets_are_closed_and_healthz_answers_throughout() {
 struct Session {
     url: String,
     id: Option<String>,
+    /// One client, so one kept-alive connection, as a real client holds.
+    client: reqwest::Client,
 }
 
 impl Session {
     async fn open(url: &str) -> reqwest::Response {
-        reqwest::Client::new()
+        Self::open_with(&reqwest::Client::new(), url).await
+    }
+
+    async fn open_with(client: &reqwest::Client, url: &str) -> reqwest::Response {
+        client
             .post(url)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
@@ -127,7 +133,8 @@ impl Session {
     }
 
     async fn start(url: &str) -> Self {
-        let response = Self::open(url).await;
+        let client = reqwest::Client::new();
+        let response = Self::open_with(&client, url).await;
         assert_eq!(response.status(), 200);
         let id = response
             .headers()
@@ -136,6 +143,7 @@ impl Session {
         let session = Self {
             url: url.to_owned(),
             id,
+            client,
         };
         session
             .post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
@@ -144,7 +152,8 @@ impl Session {
     }
 
     async fn post(&self, message: serde_json::Value) -> reqwest::Response {
-        let mut request = reqwest::Client::new()
+        let mut request = self
+            .client
             .post(&self.url)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
