@@ -177,17 +177,8 @@ impl Sdk {
         }
         let place = if whole { "body" } else { "params" };
         validate::check(&value, &spec.shape, place).map_err(|e| CallError(format!("{at}: {e}")))?;
-        let (text, content_type) = match (spec.encoding, value.as_object()) {
-            (Encoding::Form, Some(map)) => (
-                encode::form(map),
-                "application/x-www-form-urlencoded".to_owned(),
-            ),
-            (Encoding::Multipart, Some(map)) => encode::multipart(map),
-            (Encoding::Raw, _) => (encode::scalar(&value), spec.media_type.clone()),
-            // JSON as the spec names it (`application/merge-patch+json` too).
-            (Encoding::Json, _) => (value.to_string(), spec.media_type.clone()),
-            _ => (value.to_string(), "application/json".to_owned()),
-        };
+        let (text, content_type) = encoded_body(spec, &value)
+            .unwrap_or_else(|| (value.to_string(), "application/json".to_owned()));
         request.headers.push(("content-type".into(), content_type));
         request.body = Some(text);
         Ok(())
@@ -227,15 +218,8 @@ impl Sdk {
         let (Some(value), Some(spec)) = (unencoded.body, &op.body) else {
             return;
         };
-        let (text, content_type) = match (spec.encoding, value.as_object()) {
-            (Encoding::Form, Some(map)) => (
-                encode::form(map),
-                "application/x-www-form-urlencoded".to_owned(),
-            ),
-            (Encoding::Multipart, Some(map)) => encode::multipart(map),
-            (Encoding::Raw, _) => (encode::scalar(&value), spec.media_type.clone()),
-            (Encoding::Json, _) => (value.to_string(), spec.media_type.clone()),
-            _ => return,
+        let Some((text, content_type)) = encoded_body(spec, &value) else {
+            return;
         };
         request
             .headers
@@ -269,6 +253,22 @@ impl Sdk {
     pub fn operations(&self) -> &[Operation] {
         &self.api.operations
     }
+}
+
+/// `value` as the body `spec` describes, and its content type; `None` for a form or
+/// multipart body that is not an object.
+fn encoded_body(spec: &crate::spec::Body, value: &Value) -> Option<(String, String)> {
+    Some(match (spec.encoding, value.as_object()) {
+        (Encoding::Form, Some(map)) => (
+            encode::form(map),
+            "application/x-www-form-urlencoded".to_owned(),
+        ),
+        (Encoding::Multipart, Some(map)) => encode::multipart(map),
+        (Encoding::Raw, _) => (encode::scalar(value), spec.media_type.clone()),
+        // JSON as the spec names it (`application/merge-patch+json` too).
+        (Encoding::Json, _) => (value.to_string(), spec.media_type.clone()),
+        (Encoding::Form | Encoding::Multipart, None) => return None,
+    })
 }
 
 /// The body's fields when the body is an object (they are passed by name): their names, and
