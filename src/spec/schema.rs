@@ -213,11 +213,18 @@ impl<'a> Schemas<'a> {
             fields.retain(|f| !own.iter().any(|o| o.name == f.name));
             fields.extend(own);
         }
-        if let Some(required) = schema.get("required").and_then(Value::as_array) {
-            for field in &mut fields {
-                if required.iter().any(|r| r.as_str() == Some(&field.name)) {
-                    field.required = true;
-                }
+        // So does each part's `required`, a part that only requires fields of another
+        // (`allOf: [monitor, {required: [expected_codes]}]`) included.
+        let mut required: Vec<String> = Vec::new();
+        for listed in std::iter::once(schema)
+            .chain(parts.iter().filter_map(|p| self.resolve(p).ok()))
+            .filter_map(|s| s.get("required").and_then(Value::as_array))
+        {
+            required.extend(listed.iter().filter_map(Value::as_str).map(str::to_owned));
+        }
+        for field in &mut fields {
+            if required.contains(&field.name) {
+                field.required = true;
             }
         }
         Ok(match (fields.is_empty(), other) {

@@ -14,6 +14,7 @@ mod approvals;
 mod classified;
 mod cli;
 mod clients;
+mod conformance;
 mod demo;
 mod deploy;
 mod egress;
