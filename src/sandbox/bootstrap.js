@@ -345,10 +345,12 @@
       && !(options.body instanceof URLSearchParams) && !hasHeader(headers, "content-type");
     const body = encodeBody(options.body, headers);
     const query = queryPairs(options.query, "", []);
+    // What JSON cannot hold (a BigInt, a cycle) keeps the plain encoding.
+    const plain = (f) => { try { return f(); } catch { return null; } };
     const unencoded = {
       query: options.query !== null && typeof options.query === "object" && !(options.query instanceof URLSearchParams)
-        ? JSONParse(JSONStringify(options.query)) : null,
-      body: leftToUs ? JSONParse(body) : null,
+        ? plain(() => JSONParse(JSONStringify(options.query))) : null,
+      body: leftToUs ? plain(() => JSONParse(body)) : null,
     };
     const raw = await http({ method: String(method), url: String(path), kind: "api", query, headers, body, unencoded });
     return settle(raw, `${String(method).toUpperCase()} ${path}`);
@@ -403,7 +405,16 @@
     const what = `api.${op.group}.${op.method}`;
     let current = { ...params };
     let linked = false;
+    // A provider that points at a page already read (a Link to itself, a page number that
+    // does not move) ends the listing instead of repeating it.
+    const asked = new Set();
     for (;;) {
+      let key;
+      try { key = JSONStringify(current); } catch { key = null; }
+      if (key !== null) {
+        if (asked.has(key)) return;
+        asked.add(key);
+      }
       const raw = await callRaw(op.group, op.method, current);
       const body = settle(raw, what);
       const items = listIn(body, named);
@@ -419,7 +430,10 @@
       if (items.length === 0) return;
       if (body && !ArrayIsArray(body) && "has_more" in body) {
         if (!body.has_more) return;
-        current = { ...current, starting_after: items[items.length - 1].id };
+        // Stripe's search pages by `next_page`; its lists by the last item's id.
+        current = typeof body.next_page === "string"
+          ? { ...current, page: body.next_page }
+          : { ...current, starting_after: items[items.length - 1].id };
         continue;
       }
       const link = raw.headers.find(([k]) => k === "link")?.[1];

@@ -129,7 +129,13 @@ impl Network for Gateway {
         // `fetch`, the plain encoding the script made stands.
         match &self.sdk {
             Some(sdk) if request.kind == crate::egress::UrlKind::Api => {
-                sdk.encode_raw(&mut request)
+                if let Err(error) = sdk.encode_raw(&mut request) {
+                    let error = NetworkError {
+                        kind: "limit".into(),
+                        message: error.to_string(),
+                    };
+                    return Box::pin(async move { Err(error) });
+                }
             }
             _ => request.unencoded = None,
         }

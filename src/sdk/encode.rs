@@ -15,6 +15,26 @@ pub fn scalar(value: &Value) -> String {
     }
 }
 
+/// Bytes an encoded query or body may take: past it a call is refused before anything is
+/// built. A nested key is written out again for every value under it, so a small value with
+/// a long key over many children would otherwise grow into gigabytes.
+pub const MAX_ENCODED_BYTES: usize = 10 * 1024 * 1024;
+
+/// The bytes `value` takes as nested pairs under a key of `key_len` bytes (at most: escaping
+/// may add more, brackets are counted), computed without writing them; saturating.
+pub fn nested_size(key_len: usize, value: &Value) -> usize {
+    match value {
+        Value::Object(map) => map.iter().fold(0usize, |sum, (k, v)| {
+            sum.saturating_add(nested_size(key_len.saturating_add(k.len() + 2), v))
+        }),
+        Value::Array(items) => items.iter().enumerate().fold(0usize, |sum, (i, v)| {
+            let index = if i == 0 { 1 } else { i.ilog10() as usize + 1 };
+            sum.saturating_add(nested_size(key_len.saturating_add(index + 2), v))
+        }),
+        scalar_value => key_len.saturating_add(scalar(scalar_value).len() + 2),
+    }
+}
+
 /// Appends `value` under `key` as form or deep-object pairs.
 pub fn nested_pairs(key: &str, value: &Value, out: &mut Vec<(String, String)>) {
     match value {
@@ -58,6 +78,7 @@ pub fn query_pairs(
                 }
             }
         }
+        (_, Value::Array(items)) if items.is_empty() => {}
         (_, Value::Array(items)) => {
             let joint = match style {
                 Style::SpaceDelimited => " ",
@@ -70,6 +91,7 @@ pub fn query_pairs(
         (_, Value::Object(fields)) if explode => {
             for (field, inner) in fields {
                 match inner {
+                    Value::Null => {}
                     Value::Object(_) | Value::Array(_) => nested_pairs(field, inner, out),
                     scalar_inner => out.push((field.clone(), scalar(scalar_inner))),
                 }
@@ -222,6 +244,12 @@ mod tests {
         assert_eq!(pairs(object(), Style::Form, false), "k=x,1,y,z");
         assert_eq!(pairs(object(), Style::DeepObject, true), "k[x]=1&k[y]=z");
         assert_eq!(pairs(json!(3), Style::Form, true), "k=3");
+        // Nothing for an empty list or a null field, exploded or not.
+        assert_eq!(pairs(json!([]), Style::Form, false), "");
+        assert_eq!(pairs(json!({"x": null, "y": 1}), Style::Form, true), "y=1");
+        // What an encoding would take, counted without writing it.
+        let wide = json!({"k".repeat(1000): (0..1000).map(|i| (i.to_string(), json!(1))).collect::<serde_json::Map<_, _>>()});
+        assert!(nested_size(0, &wide) > 1_000_000);
         let path = |value: Value, style, explode| path_segment("k", &value, style, explode);
         assert_eq!(path(list(), Style::Simple, false), "a,b");
         assert_eq!(path(object(), Style::Simple, false), "x,1,y,z");

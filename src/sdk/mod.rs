@@ -115,6 +115,13 @@ impl Sdk {
             operation: Some(op.id.clone()),
             unencoded: None,
         };
+        let size = encode::nested_size(0, &call.params);
+        if size > encode::MAX_ENCODED_BYTES {
+            return Err(CallError(format!(
+                "{at}: the parameters would take {size} bytes or more once encoded, over the {} allowed; send less",
+                encode::MAX_ENCODED_BYTES
+            )));
+        }
         let body_fields = body_fields(op);
         let mut body = Map::new();
         for (key, value) in params {
@@ -188,14 +195,27 @@ impl Sdk {
     /// values in their parameters' styles, an object body in the operation's media type
     /// (a form for Stripe). A request that reaches no operation keeps the plain encoding
     /// the script made. Either way, what was left to encode is dropped.
-    pub fn encode_raw(&self, request: &mut ScriptRequest) {
+    pub fn encode_raw(&self, request: &mut ScriptRequest) -> Result<(), CallError> {
         let Some(unencoded) = request.unencoded.take() else {
-            return;
+            return Ok(());
         };
         let path = request.url.split(['?', '#']).next().unwrap_or_default();
         let Some(op) = self.operation_at(&request.method, path) else {
-            return;
+            return Ok(());
         };
+        let size = [&unencoded.query, &unencoded.body]
+            .into_iter()
+            .flatten()
+            .fold(0usize, |sum, v| {
+                sum.saturating_add(encode::nested_size(0, v))
+            });
+        if size > encode::MAX_ENCODED_BYTES {
+            return Err(CallError(format!(
+                "{} {path}: the query and body would take {size} bytes or more once encoded, over the {} allowed; send less",
+                request.method,
+                encode::MAX_ENCODED_BYTES
+            )));
+        }
         if let Some(Value::Object(query)) = &unencoded.query {
             request.query.clear();
             for (key, value) in query {
@@ -216,22 +236,36 @@ impl Sdk {
             }
         }
         let (Some(value), Some(spec)) = (unencoded.body, &op.body) else {
-            return;
+            return Ok(());
         };
         let Some((text, content_type)) = encoded_body(spec, &value) else {
-            return;
+            return Ok(());
         };
         request
             .headers
             .retain(|(name, _)| !name.eq_ignore_ascii_case("content-type"));
         request.headers.push(("content-type".into(), content_type));
         request.body = Some(text);
+        Ok(())
     }
 
     /// The operation `method` and `path` (relative to the base URL) reach: its template's
     /// literal segments equal, its parameters any one segment; the most literal wins.
     fn operation_at(&self, method: &str, path: &str) -> Option<&Operation> {
-        let got: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let path = path.trim_start_matches('/');
+        let got: Vec<&str> = path.strip_suffix('/').unwrap_or(path).split('/').collect();
+        // A template segment: a parameter alone takes any segment; `{name}.zip` one with its
+        // literal text around.
+        let segment_fits = |template: &str, segment: &str| match template.find('{') {
+            None => template == segment,
+            Some(open) => {
+                let close = template.rfind('}').unwrap_or(template.len() - 1);
+                let (before, after) = (&template[..open], &template[close + 1..]);
+                segment.len() > before.len() + after.len()
+                    && segment.starts_with(before)
+                    && segment.ends_with(after)
+            }
+        };
         self.api
             .operations
             .iter()
@@ -239,10 +273,7 @@ impl Sdk {
             .filter_map(|op| {
                 let want: Vec<&str> = op.path.trim_start_matches('/').split('/').collect();
                 let fits = want.len() == got.len()
-                    && want
-                        .iter()
-                        .zip(&got)
-                        .all(|(w, g)| w.contains('{') && !g.is_empty() || w == g);
+                    && want.iter().zip(&got).all(|(w, g)| segment_fits(w, g));
                 fits.then(|| (want.iter().filter(|w| !w.contains('{')).count(), op))
             })
             .max_by_key(|(literal, _)| *literal)
@@ -264,7 +295,10 @@ fn encoded_body(spec: &crate::spec::Body, value: &Value) -> Option<(String, Stri
             "application/x-www-form-urlencoded".to_owned(),
         ),
         (Encoding::Multipart, Some(map)) => encode::multipart(map),
-        (Encoding::Raw, _) => (encode::scalar(value), spec.media_type.clone()),
+        (Encoding::Raw, _) if !value.is_object() && !value.is_array() => {
+            (encode::scalar(value), spec.media_type.clone())
+        }
+        (Encoding::Raw, _) => return None,
         // JSON as the spec names it (`application/merge-patch+json` too).
         (Encoding::Json, _) => (value.to_string(), spec.media_type.clone()),
         (Encoding::Form | Encoding::Multipart, None) => return None,

@@ -216,22 +216,31 @@ impl Operation {
 }
 
 impl Shape {
-    /// The shape as a request carries it: without read-only fields (an object's `id` the
-    /// provider sets is neither required nor accepted in a call).
+    /// The shape as a request carries it: read-only fields are never required (an object's
+    /// `id` the provider sets), though still accepted: specs mark fields read-only that
+    /// some operations take (Cloudflare's account update, its `id`).
     pub fn for_requests(self: &Arc<Self>) -> Arc<Self> {
-        self.without(|f| f.read_only, &mut std::collections::HashMap::new())
+        let optional = |f: &Field| {
+            Some(Field {
+                required: f.required && !f.read_only,
+                ..f.clone()
+            })
+        };
+        self.rewrite(optional, &mut std::collections::HashMap::new())
     }
 
     /// The shape as a response carries it: without write-only fields.
     pub fn for_responses(self: &Arc<Self>) -> Arc<Self> {
-        self.without(|f| f.write_only, &mut std::collections::HashMap::new())
+        let kept = |f: &Field| (!f.write_only).then(|| f.clone());
+        self.rewrite(kept, &mut std::collections::HashMap::new())
     }
 
-    /// This shape with the fields `drop` picks left out at every depth; each shared part
-    /// rewritten once (`done`, by address), so a schema used in many places costs one pass.
-    fn without(
+    /// This shape with each field as `field` makes it (or left out) at every depth; each
+    /// shared part rewritten once (`done`, by address), so a schema used in many places
+    /// costs one pass.
+    fn rewrite(
         self: &Arc<Self>,
-        drop: fn(&Field) -> bool,
+        field: fn(&Field) -> Option<Field>,
         done: &mut std::collections::HashMap<*const Shape, Arc<Shape>>,
     ) -> Arc<Self> {
         let key = Arc::as_ptr(self);
@@ -239,20 +248,20 @@ impl Shape {
             return shape.clone();
         }
         let rewritten = match &**self {
-            Shape::Array(items) => Arc::new(Shape::Array(items.without(drop, done))),
+            Shape::Array(items) => Arc::new(Shape::Array(items.rewrite(field, done))),
             Shape::OneOf(shapes) => Arc::new(Shape::OneOf(
-                shapes.iter().map(|s| s.without(drop, done)).collect(),
+                shapes.iter().map(|s| s.rewrite(field, done)).collect(),
             )),
             Shape::Object { fields, additional } => Arc::new(Shape::Object {
                 fields: fields
                     .iter()
-                    .filter(|f| !drop(f))
+                    .filter_map(field)
                     .map(|f| Field {
-                        shape: f.shape.without(drop, done),
-                        ..f.clone()
+                        shape: f.shape.rewrite(field, done),
+                        ..f
                     })
                     .collect(),
-                additional: additional.as_ref().map(|a| a.without(drop, done)),
+                additional: additional.as_ref().map(|a| a.rewrite(field, done)),
             }),
             _ => self.clone(),
         };

@@ -444,7 +444,14 @@ fn call_of(spec: &Value, path: &str, method: &str, op: &sdkbox::spec::Operation)
 /// it cannot read an array of objects in a form body (`items[0][price]`), which Stripe can.
 fn prism_artefact(result: &Value, params: &Value) -> bool {
     let body = &result["body"];
+    let objects_in_a_list = params.as_object().is_some_and(|p| {
+        p.values().any(|v| {
+            v.as_array()
+                .is_some_and(|items| items.iter().any(Value::is_object))
+        })
+    });
     if result["status"] == json!(415)
+        && objects_in_a_list
         && body["detail"]
             .as_str()
             .is_some_and(|d| d.contains("Cannot deserialize JSON object array in form data"))
@@ -495,8 +502,7 @@ async fn sampled_operations_of_each_spec_are_accepted_by_prism() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../shared/specs")
             .join(file);
-        if !path.exists() {
-            println!("skipped: {} is absent", path.display());
+        if !requirement_met(path.exists(), "../shared/specs is absent") {
             return;
         }
         let spec: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();

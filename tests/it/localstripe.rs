@@ -29,8 +29,7 @@ async fn stripe_scenarios_run_against_localstripe() {
         return;
     }
     let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/specs/stripe-spec3.json");
-    if !spec.exists() {
-        println!("skipped: {} is absent", spec.display());
+    if !requirement_met(spec.exists(), "../shared/specs is absent") {
         return;
     }
     let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -45,6 +45,7 @@ impl Provider {
             .route("/v1/charges", any(echo))
             .route("/v1/cursor", get(cursor))
             .route("/v1/runs", get(runs))
+            .route("/v1/selflink", get(selflink))
             .route("/v1/zones", get(zones))
             .route("/v1/linked", get(linked))
             .route("/v1/customers", get(customers))
@@ -160,6 +161,14 @@ async fn runs(Query(page): Query<Page>) -> Response {
         axum::Json(json!({"total_count": 5, "workflow_runs": runs})),
     )
         .into_response()
+}
+
+/// A page whose `Link` says the next page is itself.
+async fn selflink() -> Response {
+    let mut headers = HeaderMap::new();
+    let next = "<http://127.0.0.1/v1/selflink?page=1>; rel=\"next\"";
+    headers.insert(header::LINK, next.parse().unwrap());
+    (headers, axum::Json(json!([{"n": 1}]))).into_response()
 }
 
 /// Five zones, two per page, Cloudflare style: `result` and `result_info.total_pages`, no

@@ -74,6 +74,18 @@ paths:
       parameters:
         - { name: page, in: query, schema: { type: integer } }
         - { name: per_page, in: query, schema: { type: integer } }
+  /echo/forms:
+    post:
+      operationId: forms/create
+      requestBody:
+        content:
+          application/x-www-form-urlencoded:
+            schema: { type: object, properties: { amount: { type: integer } } }
+  /selflink:
+    get:
+      operationId: self/list-linked
+      parameters:
+        - { name: page, in: query, schema: { type: integer } }
   /zones:
     get:
       operationId: zones-list
@@ -228,7 +240,9 @@ const named = [];
 for await (const run of api.paginate(api.actions.listRuns, { per_page: 2 }, { items: "workflow_runs" })) named.push(run.id);
 let wrong;
 try { for await (const x of api.paginate(api.actions.listRuns, {}, { items: "nope" })) {} } catch (e) { wrong = e.message; }
-return { cursor, linked, runs, zones, named, wrong };
+const looped = [];
+for await (const item of api.paginate(api.self.listLinked, { page: 1 })) looped.push(item.n);
+return { cursor, linked, runs, zones, named, wrong, looped };
 "#;
     let outcome = run(&sandbox, code).await;
     assert!(outcome.ok, "{outcome:?}");
@@ -240,10 +254,11 @@ return { cursor, linked, runs, zones, named, wrong };
             "runs": [0, 1, 2, 3, 4],
             "zones": ["zone0.example", "zone1.example", "zone2.example", "zone3.example", "zone4.example"],
             "named": [0, 1, 2, 3, 4],
+            "looped": [1],
             "wrong": "api.actions.listRuns returned no list under `nope`: its lists are under workflow_runs; say which with api.paginate(method, params, { items: \"workflow_runs\" })"
         })
     );
-    assert_eq!(outcome.http.len(), 3 + 3 + 3 + 3 + 3 + 1);
+    assert_eq!(outcome.http.len(), 3 + 3 + 3 + 3 + 3 + 1 + 1);
 }
 
 /// Issue 21: spec names that are also JavaScript's or `api`'s own (`constructor`,
@@ -336,8 +351,15 @@ const form = await api.request("POST", "/charges", { body: { amount: 5, metadata
 const json = await api.request("POST", "/charges", { body: { amount: 5 }, headers: { "content-type": "application/json" } });
 const deep = await api.request("GET", "/echo/widgets/w1", { query: { expand: ["a", "b"] } });
 const other = await api.request("GET", "/echo/other", { query: { tags: ["a", "b"], meta: { k: "v" } } });
+const slash = await api.request("POST", "/echo/forms/", { body: { amount: 7 } });
+let huge;
+try {
+  const wide = {};
+  for (let i = 0; i < 4000; i++) wide[i] = 1;
+  await api.request("POST", "/charges", { body: { ["k".repeat(200000)]: wide } });
+} catch (e) { huge = e.message; }
 const pick = (r) => ({ query: r.query, body: r.body, type: r.headers["content-type"] ?? null });
-return [form, json, deep, other].map(pick);
+return [...[form, json, deep, other].map(pick), huge, slash.headers["content-type"]];
 "#;
     let outcome = run(&sandbox, code).await;
     assert!(outcome.ok, "{outcome:?}");
@@ -348,6 +370,8 @@ return [form, json, deep, other].map(pick);
             {"query": null, "body": "{\"amount\":5}", "type": "application/json"},
             {"query": "expand%5B%5D=a&expand%5B%5D=b", "body": "", "type": null},
             {"query": "tags=a&tags=b&meta%5Bk%5D=v", "body": "", "type": null},
+            "POST /charges: the query and body would take 800042890 bytes or more once encoded, over the 10485760 allowed; send less",
+            "application/x-www-form-urlencoded",
         ])
     );
 }
