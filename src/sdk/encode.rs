@@ -177,16 +177,25 @@ pub fn form(body: &serde_json::Map<String, Value>) -> String {
 
 /// A `multipart/form-data` body from an object, and its content type.
 pub fn multipart(body: &serde_json::Map<String, Value>) -> (String, String) {
-    let boundary = "sdkbox-7c1f0a9e3b5d4c2a";
     let mut pairs = Vec::new();
     for (key, value) in body {
         nested_pairs(key, value, &mut pairs);
     }
+    // A boundary no value holds, so that no value can start a part of its own; the same
+    // for the same body (an approved write is matched by its bytes).
+    let boundary = (0u64..)
+        .map(|n| format!("sdkbox-7c1f0a9e3b5d4c2a-{n}"))
+        .find(|b| !pairs.iter().any(|(k, v)| k.contains(b) || v.contains(b)))
+        .unwrap_or_default();
     let mut out = String::new();
     for (name, value) in pairs {
+        // A name is quoted; its quote and line breaks escaped as browsers do.
+        let name = name
+            .replace('"', "%22")
+            .replace('\r', "%0D")
+            .replace('\n', "%0A");
         out.push_str(&format!(
-            "--{boundary}\r\nContent-Disposition: form-data; name=\"{}\"\r\n\r\n{value}\r\n",
-            name.replace('"', "%22")
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
         ));
     }
     out.push_str(&format!("--{boundary}--\r\n"));
@@ -261,6 +270,19 @@ mod tests {
         assert_eq!(path(json!("a b/c"), Style::Simple, false), "a%20b%2Fc");
         assert_eq!(header_value(&list(), false), "a,b");
         assert_eq!(header_value(&object(), true), "x=1,y=z");
+    }
+
+    #[test]
+    fn a_multipart_value_cannot_start_a_part_of_its_own() {
+        let forged = "x\r\n--sdkbox-7c1f0a9e3b5d4c2a-0\r\nContent-Disposition: form-data; name=\"admin\"\r\n\r\ntrue";
+        let body = json!({"note": forged, "na\r\nme": "v"});
+        let (text, content_type) = multipart(body.as_object().unwrap());
+        let boundary = content_type.split("boundary=").nth(1).unwrap();
+        assert_eq!(boundary, "sdkbox-7c1f0a9e3b5d4c2a-1");
+        assert_eq!(text.matches(&format!("--{boundary}\r\n")).count(), 2);
+        assert!(text.contains("name=\"na%0D%0Ame\""));
+        let (again, _) = multipart(body.as_object().unwrap());
+        assert_eq!(again, text, "the same body, the same bytes");
     }
 
     #[test]
