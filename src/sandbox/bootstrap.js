@@ -393,8 +393,9 @@
   }
 
   // for await (const item of api.paginate(api.customers.list, { limit: 100 })) { ... }
-  // Follows cursors (has_more + last id), Link headers (rel="next"), Cloudflare's
-  // `result_info` (page of total_pages) or page numbers; the items are found in each page
+  // Follows cursors (has_more + last id, Stripe search's next_page), Link headers
+  // (rel="next"), Cloudflare's `result_info` (page of total_pages, or its cursor) or page
+  // numbers; the items are found in each page
   // (`options.items` names their property); bounded by the execution's request budget.
   async function* paginate(method, params = {}, options = {}) {
     const op = method?.operation;
@@ -445,6 +446,12 @@
         continue;
       }
       const info = body?.result_info;
+      // Cloudflare's cursor pages: `result_info.cursor` names the next one, empty at the end.
+      if (info && "cursor" in info && info.total_pages === undefined) {
+        if (typeof info.cursor !== "string" || info.cursor === "") return;
+        current = { ...current, cursor: info.cursor };
+        continue;
+      }
       if (info && typeof info.total_pages === "number") {
         const page = typeof info.page === "number" ? info.page : (current.page ?? 1);
         if (page >= info.total_pages) return;

@@ -46,6 +46,7 @@ impl Provider {
             .route("/v1/cursor", get(cursor))
             .route("/v1/runs", get(runs))
             .route("/v1/selflink", get(selflink))
+            .route("/v1/kv", get(kv))
             .route("/v1/zones", get(zones))
             .route("/v1/linked", get(linked))
             .route("/v1/customers", get(customers))
@@ -160,6 +161,30 @@ async fn runs(Query(page): Query<Page>) -> Response {
         headers,
         axum::Json(json!({"total_count": 5, "workflow_runs": runs})),
     )
+        .into_response()
+}
+
+#[derive(serde::Deserialize)]
+struct KvCursor {
+    cursor: Option<String>,
+}
+
+/// Five keys, two per page, Cloudflare's cursor style: `result_info.cursor`, empty at the end.
+async fn kv(Query(at): Query<KvCursor>) -> Response {
+    let start: usize = at
+        .cursor
+        .as_deref()
+        .and_then(|c| c.strip_prefix("c")?.parse().ok())
+        .unwrap_or(0);
+    let keys: Vec<_> = (start..(start + 2).min(5))
+        .map(|i| json!({"name": format!("key{i}")}))
+        .collect();
+    let next = if start + 2 < 5 {
+        format!("c{}", start + 2)
+    } else {
+        String::new()
+    };
+    axum::Json(json!({"success": true, "result": keys, "result_info": {"count": keys.len(), "cursor": next}}))
         .into_response()
 }
 

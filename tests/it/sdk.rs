@@ -81,6 +81,12 @@ paths:
         content:
           application/x-www-form-urlencoded:
             schema: { type: object, properties: { amount: { type: integer } } }
+  /kv:
+    get:
+      operationId: kv-keys-list
+      tags: [kv]
+      parameters:
+        - { name: cursor, in: query, schema: { type: string } }
   /selflink:
     get:
       operationId: self/list-linked
@@ -242,7 +248,9 @@ let wrong;
 try { for await (const x of api.paginate(api.actions.listRuns, {}, { items: "nope" })) {} } catch (e) { wrong = e.message; }
 const looped = [];
 for await (const item of api.paginate(api.self.listLinked, { page: 1 })) looped.push(item.n);
-return { cursor, linked, runs, zones, named, wrong, looped };
+const keys = [];
+for await (const key of api.paginate(api.kv.keysList, {})) keys.push(key.name);
+return { cursor, linked, runs, zones, named, wrong, looped, keys };
 "#;
     let outcome = run(&sandbox, code).await;
     assert!(outcome.ok, "{outcome:?}");
@@ -255,10 +263,11 @@ return { cursor, linked, runs, zones, named, wrong, looped };
             "zones": ["zone0.example", "zone1.example", "zone2.example", "zone3.example", "zone4.example"],
             "named": [0, 1, 2, 3, 4],
             "looped": [1],
+            "keys": ["key0", "key1", "key2", "key3", "key4"],
             "wrong": "api.actions.listRuns returned no list under `nope`: its lists are under workflow_runs; say which with api.paginate(method, params, { items: \"workflow_runs\" })"
         })
     );
-    assert_eq!(outcome.http.len(), 3 + 3 + 3 + 3 + 3 + 1 + 1);
+    assert_eq!(outcome.http.len(), 3 + 3 + 3 + 3 + 3 + 1 + 1 + 3);
 }
 
 /// Issue 21: spec names that are also JavaScript's or `api`'s own (`constructor`,
