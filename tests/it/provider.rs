@@ -48,6 +48,7 @@ impl Provider {
             .route("/v1/selflink", get(selflink))
             .route("/v1/kv", get(kv))
             .route("/v1/zones", get(zones))
+            .route("/v1/zones-peak", get(zones_peak))
             .route("/v1/linked", get(linked))
             .route("/v1/customers", get(customers))
             .route("/v1/missing", get(missing))
@@ -196,9 +197,24 @@ async fn selflink() -> Response {
     (headers, axum::Json(json!([{"n": 1}]))).into_response()
 }
 
+/// Requests to `/v1/zones` in flight now, and the most there have been at once.
+static ZONES_IN_FLIGHT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static ZONES_PEAK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The most `/v1/zones` requests that were in flight at once.
+async fn zones_peak() -> Response {
+    axum::Json(json!({"peak": ZONES_PEAK.load(std::sync::atomic::Ordering::SeqCst)}))
+        .into_response()
+}
+
 /// Five zones, two per page, Cloudflare style: `result` and `result_info.total_pages`, no
-/// `Link` header.
+/// `Link` header; each page takes 300 ms, as a provider far away does.
 async fn zones(Query(page): Query<Page>) -> Response {
+    use std::sync::atomic::Ordering::SeqCst;
+    let now = ZONES_IN_FLIGHT.fetch_add(1, SeqCst) + 1;
+    ZONES_PEAK.fetch_max(now, SeqCst);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    ZONES_IN_FLIGHT.fetch_sub(1, SeqCst);
     let page = page.page.unwrap_or(1);
     let zones: Vec<_> = ((page - 1) * 2..(page * 2).min(5))
         .map(|i| json!({"name": format!("zone{i}.example")}))

@@ -250,7 +250,14 @@ const looped = [];
 for await (const item of api.paginate(api.self.listLinked, { page: 1 })) looped.push(item.n);
 const keys = [];
 for await (const key of api.paginate(api.kv.keysList, {})) keys.push(key.name);
-return { cursor, linked, runs, zones, named, wrong, looped, keys };
+const { peak } = await (await fetch("/v1/zones-peak")).json();
+// Stopping early leaves the page asked for ahead unread, and the run goes on.
+const firstThree = [];
+for await (const zone of api.paginate(api.zones.list, { per_page: 2 })) {
+  firstThree.push(zone.name);
+  if (firstThree.length === 3) break;
+}
+return { cursor, linked, runs, zones, named, wrong, looped, keys, overlapped: peak > 1, firstThree };
 "#;
     let outcome = run(&sandbox, code).await;
     assert!(outcome.ok, "{outcome:?}");
@@ -264,10 +271,12 @@ return { cursor, linked, runs, zones, named, wrong, looped, keys };
             "named": [0, 1, 2, 3, 4],
             "looped": [1],
             "keys": ["key0", "key1", "key2", "key3", "key4"],
+            "overlapped": true,
+            "firstThree": ["zone0.example", "zone1.example", "zone2.example"],
             "wrong": "api.actions.listRuns returned no list under `nope`: its lists are under workflow_runs; say which with api.paginate(method, params, { items: \"workflow_runs\" })"
         })
     );
-    assert_eq!(outcome.http.len(), 3 + 3 + 3 + 3 + 3 + 1 + 1 + 3);
+    assert_eq!(outcome.http.len(), 3 + 3 + 3 + 3 + 3 + 1 + 1 + 3 + 1 + 3);
 }
 
 /// Issue 21: spec names that are also JavaScript's or `api`'s own (`constructor`,
