@@ -32,6 +32,7 @@
   const ObjectCreate = Object.create;
   const ObjectHasOwn = Object.hasOwn;
   const ArrayIsArray = Array.isArray;
+  const NumberIsInteger = Number.isInteger;
   const MAX_DEPTH = 64;
 
   // ---- values to JSON, never throwing ------------------------------------------------
@@ -372,9 +373,10 @@
     return call;
   }
 
-  function nextLink(link) {
+  // The query of the `Link` header's `rel` link (`next`, `last`).
+  function linkTo(link, rel) {
     for (const part of String(link).split(",")) {
-      const match = /<([^>]*)>\s*;\s*rel="?next"?/.exec(part);
+      const match = new RegExp(`<([^>]*)>\\s*;\\s*rel="?${rel}"?`).exec(part);
       if (match) return new URLSearchParams(match[1].split("?")[1] ?? "");
     }
     return null;
@@ -405,6 +407,26 @@
     const named = options?.items === undefined ? undefined : String(options.items);
     const what = `api.${op.group}.${op.method}`;
     let current = { ...params };
+    // Pages `from` to `to`, known to be there: asked for a few at a time instead of one
+    // round trip after another, and yielded in order (at most AHEAD - 1 asked for and not
+    // read if the caller stops early; the execution's request budget bounds them all).
+    async function* pagesAhead(from, to) {
+      const AHEAD = 4;
+      const pageOf = (n) => callRaw(op.group, op.method, { ...current, page: n }).then((r) => listIn(settle(r, what), named) ?? []);
+      let next = from;
+      const pending = [];
+      while (next <= to || pending.length > 0) {
+        while (pending.length < AHEAD && next <= to) {
+          const asked = pageOf(next++);
+          // A page not read (the caller stopped) must not fail the run when it fails.
+          asked.catch(() => {});
+          pending.push(asked);
+        }
+        const items = await pending.shift();
+        for (const item of items) yield item;
+        if (items.length === 0) return;
+      }
+    }
     let linked = false;
     // A provider that points at a page already read (a Link to itself, a page number that
     // does not move) ends the listing instead of repeating it.
@@ -440,9 +462,16 @@
       const link = raw.headers.find(([k]) => k === "link")?.[1];
       if (link !== undefined || linked) {
         linked = true;
-        const next = link === undefined ? null : nextLink(link);
+        const next = link === undefined ? null : linkTo(link, "next");
         if (next === null) return;
         for (const [k, v] of next) current[k] = /^\d+$/.test(v) ? Number(v) : v;
+        // GitHub names the last page too: the pages between are known.
+        const last = link === undefined ? null : linkTo(link, "last");
+        const lastPage = Number(last?.get("page"));
+        if (typeof current.page === "number" && NumberIsInteger(lastPage) && lastPage >= current.page) {
+          yield* pagesAhead(current.page, lastPage);
+          return;
+        }
         continue;
       }
       const info = body?.result_info;
@@ -455,24 +484,7 @@
       if (info && typeof info.total_pages === "number") {
         const page = typeof info.page === "number" ? info.page : (current.page ?? 1);
         if (page >= info.total_pages) return;
-        // The pages left are known: asked for a few at a time instead of one round trip
-        // after another, and yielded in order (at most AHEAD - 1 asked for and not read if
-        // the caller stops early; the execution's request budget bounds them all).
-        const AHEAD = 4;
-        const pageOf = (n) => callRaw(op.group, op.method, { ...current, page: n }).then((r) => listIn(settle(r, what), named) ?? []);
-        let next = page + 1;
-        const pending = [];
-        while (next <= info.total_pages || pending.length > 0) {
-          while (pending.length < AHEAD && next <= info.total_pages) {
-            const asked = pageOf(next++);
-            // A page not read (the caller stopped) must not fail the run when it fails.
-            asked.catch(() => {});
-            pending.push(asked);
-          }
-          const items = await pending.shift();
-          for (const item of items) yield item;
-          if (items.length === 0) return;
-        }
+        yield* pagesAhead(page + 1, info.total_pages);
         return;
       }
       if (typeof current.page === "number") {

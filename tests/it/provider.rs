@@ -135,7 +135,8 @@ async fn linked(Query(page): Query<Page>) -> Response {
     let mut headers = HeaderMap::new();
     if page * 2 < 5 {
         let next = format!(
-            "<http://127.0.0.1/v1/linked?page={}&per_page=2>; rel=\"next\"",
+            "<http://127.0.0.1/v1/linked?page={}&per_page=2>; rel=\"next\", \
+             <http://127.0.0.1/v1/linked?page=3&per_page=2>; rel=\"last\"",
             page + 1
         );
         headers.insert(header::LINK, next.parse().unwrap());
