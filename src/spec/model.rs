@@ -215,59 +215,91 @@ impl Operation {
     }
 }
 
-impl Shape {
-    /// The shape as a request carries it: read-only fields are never required (an object's
+/// Shapes as requests and responses carry them, each shared part rewritten once for the
+/// whole spec (a schema used by a hundred operations is walked once, and a part with
+/// nothing to change stays the same `Arc`).
+#[derive(Default)]
+pub struct Views {
+    requests: Rewritten,
+    responses: Rewritten,
+}
+
+/// Parts rewritten already, by address; the original is kept so its address is not reused.
+type Rewritten = std::collections::HashMap<*const Shape, (Arc<Shape>, Arc<Shape>)>;
+
+impl Views {
+    /// `shape` as a request carries it: read-only fields are never required (an object's
     /// `id` the provider sets), though still accepted: specs mark fields read-only that
     /// some operations take (Cloudflare's account update, its `id`).
-    pub fn for_requests(self: &Arc<Self>) -> Arc<Self> {
+    pub fn for_requests(&mut self, shape: &Arc<Shape>) -> Arc<Shape> {
         let optional = |f: &Field| {
             Some(Field {
                 required: f.required && !f.read_only,
                 ..f.clone()
             })
         };
-        self.rewrite(optional, &mut std::collections::HashMap::new())
+        rewrite(shape, optional, &mut self.requests)
     }
 
-    /// The shape as a response carries it: without write-only fields.
-    pub fn for_responses(self: &Arc<Self>) -> Arc<Self> {
+    /// `shape` as a response carries it: without write-only fields.
+    pub fn for_responses(&mut self, shape: &Arc<Shape>) -> Arc<Shape> {
         let kept = |f: &Field| (!f.write_only).then(|| f.clone());
-        self.rewrite(kept, &mut std::collections::HashMap::new())
+        rewrite(shape, kept, &mut self.responses)
     }
+}
 
-    /// This shape with each field as `field` makes it (or left out) at every depth; each
-    /// shared part rewritten once (`done`, by address), so a schema used in many places
-    /// costs one pass.
-    fn rewrite(
-        self: &Arc<Self>,
-        field: fn(&Field) -> Option<Field>,
-        done: &mut std::collections::HashMap<*const Shape, Arc<Shape>>,
-    ) -> Arc<Self> {
-        let key = Arc::as_ptr(self);
-        if let Some(shape) = done.get(&key) {
-            return shape.clone();
-        }
-        let rewritten = match &**self {
-            Shape::Array(items) => Arc::new(Shape::Array(items.rewrite(field, done))),
-            Shape::OneOf(shapes) => Arc::new(Shape::OneOf(
-                shapes.iter().map(|s| s.rewrite(field, done)).collect(),
-            )),
-            Shape::Object { fields, additional } => Arc::new(Shape::Object {
-                fields: fields
-                    .iter()
-                    .filter_map(field)
-                    .map(|f| Field {
-                        shape: f.shape.rewrite(field, done),
-                        ..f
-                    })
-                    .collect(),
-                additional: additional.as_ref().map(|a| a.rewrite(field, done)),
-            }),
-            _ => self.clone(),
-        };
-        done.insert(key, rewritten.clone());
-        rewritten
+/// `shape` with each field as `field` makes it (or left out) at every depth.
+fn rewrite(
+    shape: &Arc<Shape>,
+    field: fn(&Field) -> Option<Field>,
+    done: &mut Rewritten,
+) -> Arc<Shape> {
+    let key = Arc::as_ptr(shape);
+    if let Some((_, rewritten)) = done.get(&key) {
+        return rewritten.clone();
     }
+    let same = |a: &Arc<Shape>, b: &Arc<Shape>| Arc::ptr_eq(a, b);
+    let rewritten = match &**shape {
+        Shape::Array(items) => {
+            let new = rewrite(items, field, done);
+            (!same(&new, items)).then(|| Arc::new(Shape::Array(new)))
+        }
+        Shape::OneOf(shapes) => {
+            let new: Vec<Arc<Shape>> = shapes.iter().map(|s| rewrite(s, field, done)).collect();
+            let changed = new.iter().zip(shapes).any(|(n, s)| !same(n, s));
+            changed.then(|| Arc::new(Shape::OneOf(new)))
+        }
+        Shape::Object { fields, additional } => {
+            let new_fields: Vec<Field> = fields
+                .iter()
+                .filter_map(field)
+                .map(|f| Field {
+                    shape: rewrite(&f.shape, field, done),
+                    ..f
+                })
+                .collect();
+            let new_additional = additional.as_ref().map(|a| rewrite(a, field, done));
+            // Compared by name, flag and address, never by walking the shapes.
+            let changed = new_fields.len() != fields.len()
+                || new_fields.iter().zip(fields).any(|(n, f)| {
+                    n.name != f.name || n.required != f.required || !same(&n.shape, &f.shape)
+                })
+                || match (&new_additional, additional) {
+                    (Some(n), Some(a)) => !same(n, a),
+                    _ => false,
+                };
+            changed.then(|| {
+                Arc::new(Shape::Object {
+                    fields: new_fields,
+                    additional: new_additional,
+                })
+            })
+        }
+        _ => None,
+    };
+    let rewritten = rewritten.unwrap_or_else(|| shape.clone());
+    done.insert(key, (shape.clone(), rewritten.clone()));
+    rewritten
 }
 
 /// A named schema, for the docs index.
@@ -279,4 +311,61 @@ pub struct SchemaDoc {
     pub description: String,
     /// Its type.
     pub shape: Arc<Shape>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(name: &str, read_only: bool, write_only: bool) -> Field {
+        Field {
+            name: name.into(),
+            shape: Arc::new(Shape::String { values: Vec::new() }),
+            required: true,
+            description: String::new(),
+            read_only,
+            write_only,
+        }
+    }
+
+    #[test]
+    fn views_rewrite_what_they_must_and_share_the_rest() {
+        let plain = Arc::new(Shape::Object {
+            fields: vec![field("name", false, false)],
+            additional: None,
+        });
+        let flagged = Arc::new(Shape::Array(Arc::new(Shape::Object {
+            fields: vec![field("id", true, false), field("password", false, true)],
+            additional: None,
+        })));
+        let mut views = Views::default();
+        // Nothing to change: the same shape, not a copy.
+        assert!(Arc::ptr_eq(&views.for_requests(&plain), &plain));
+        assert!(Arc::ptr_eq(&views.for_responses(&plain), &plain));
+        let Shape::Array(request) = &*views.for_requests(&flagged) else {
+            panic!()
+        };
+        let Shape::Object { fields, .. } = &**request else {
+            panic!()
+        };
+        assert_eq!(
+            fields
+                .iter()
+                .map(|f| (f.name.as_str(), f.required))
+                .collect::<Vec<_>>(),
+            [("id", false), ("password", true)]
+        );
+        let Shape::Array(response) = &*views.for_responses(&flagged) else {
+            panic!()
+        };
+        let Shape::Object { fields, .. } = &**response else {
+            panic!()
+        };
+        assert_eq!(fields.len(), 1);
+        // Asked again: the rewritten part once made.
+        assert!(Arc::ptr_eq(
+            &views.for_requests(&flagged),
+            &views.for_requests(&flagged)
+        ));
+    }
 }

@@ -153,7 +153,10 @@ fn operation(
         )?,
         body: body(spec.get("requestBody"), schemas)?,
         response: success
-            .map(|schema| schemas.shape(schema).map(|s| s.for_responses()))
+            .map(|schema| {
+                let shape = schemas.shape(schema)?;
+                Ok(schemas.views.for_responses(&shape))
+            })
             .transpose()?,
         // The named schema it returns (for lists, that of the items): its description says
         // what the operation is about in the provider's words.
@@ -267,7 +270,10 @@ fn body(raw: Option<&Value>, schemas: &mut Schemas) -> Result<Option<Body>, RefE
     let shape = match (encoding, media.get("schema")) {
         // A body of bytes or text is one string, whatever its schema says of it.
         (Encoding::Raw, _) => Arc::new(Shape::String { values: Vec::new() }),
-        (_, Some(schema)) => schemas.shape(schema)?.for_requests(),
+        (_, Some(schema)) => {
+            let shape = schemas.shape(schema)?;
+            schemas.views.for_requests(&shape)
+        }
         (_, None) => Arc::new(Shape::Any),
     };
     let media_type = if media_type.contains('*') {

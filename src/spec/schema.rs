@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::model::{Field, Shape};
+use super::model::{Field, Shape, Views};
 use super::text;
 
 /// A `$ref` that could not be followed.
@@ -18,6 +18,8 @@ pub struct Schemas<'a> {
     root: &'a Value,
     named: HashMap<String, Arc<Shape>>,
     converting: HashSet<String>,
+    /// The shapes as requests and responses carry them, shared by every operation.
+    pub views: Views,
 }
 
 /// Values of an enum kept as a type; a longer enum accepts any string.
@@ -30,6 +32,7 @@ impl<'a> Schemas<'a> {
             root,
             named: HashMap::new(),
             converting: HashSet::new(),
+            views: Views::default(),
         }
     }
 
