@@ -173,7 +173,7 @@ fn main() {
     rows.extend(crafted_rows);
 
     println!(
-        "secret of {} characters; budget: {WORK_PER_RECEIVED_BYTE} x the execution's response bytes\n",
+        "secret of {} characters; budget: {WORK_PER_RECEIVED_BYTE} x the execution's response budget\n",
         SECRET.len()
     );
     println!("| reply | bytes | work (x bytes) | median | MB/s | ns per work byte | result |");

@@ -155,8 +155,8 @@ impl Credential {
 
     /// The scrubber that keeps this secret out of what scripts and clients see. For basic
     /// auth the secret part is the password, on its own (a provider may quote it alone),
-    /// unless it is shorter than [`MIN_BASIC_PASSWORD`]: then the user is the key (Stripe's
-    /// `key:`, Freshdesk's `key:X`). An account name is not a secret, and replies that name it
+    /// unless it is a placeholder shorter than [`MIN_BASIC_PASSWORD`]: then the user is the
+    /// key (Stripe's `key:`, Freshdesk's `key:X`). An account name is not a secret, and replies that name it
     /// stay whole; `user:password` whole is cut out in every encoding either way.
     pub fn scrubber(&self) -> Scrubber {
         let secret = self.secret.expose();
@@ -182,9 +182,9 @@ impl Credential {
     }
 }
 
-/// Characters a basic-auth password needs to be taken for the key; a shorter one is a
-/// placeholder beside a key in the user (`key:X`).
-const MIN_BASIC_PASSWORD: usize = 12;
+/// Characters a basic-auth password needs to be taken for the key; a shorter one (empty,
+/// `X`) is a placeholder beside a key in the user (`key:X`).
+const MIN_BASIC_PASSWORD: usize = 4;
 
 #[cfg(test)]
 mod tests {
@@ -227,6 +227,17 @@ mod tests {
         // The account name alone is not a secret: replies naming it stay whole.
         let named = format!("{{\"account_sid\":\"{user}\"}}");
         assert_eq!(scrubber.scrub(&named), named);
+        // A short real password is still the secret, not the account name.
+        let scrubber = cred(AuthScheme::Basic, "admin:hunter2pw").scrubber();
+        assert!(
+            !scrubber
+                .scrub("wrong password hunter2pw")
+                .contains("hunter2pw")
+        );
+        assert_eq!(scrubber.scrub("user admin"), "user admin");
+        // Both parts too short to scrub alone: the whole `user:password` still is.
+        let scrubber = cred(AuthScheme::Basic, "abc:x").scrubber();
+        assert!(!scrubber.scrub("you sent abc:x!").contains("abc:x"));
         // The key is the user beside an empty or placeholder password (Stripe, Freshdesk).
         let key = "sk_live_4eC39HqLyjWDarjtT1zdp7dc";
         for password in ["", "X"] {

@@ -78,6 +78,11 @@ impl Scrubber {
     /// A scrubber for `secret`, sent inside `within` (the password of `user:password`):
     /// its fragments count, and every encoding of `within` whole is cut out too.
     pub fn for_secret_within(secret: &str, within: Option<&str>) -> Self {
+        // A part too short to tell from ordinary text: the whole it is sent in stands for it.
+        let (secret, within) = match within {
+            Some(whole) if secret.len() < MIN_SECRET => (whole, None),
+            _ => (secret, within),
+        };
         if secret.len() < MIN_SECRET {
             return Self::default();
         }
@@ -128,7 +133,9 @@ impl Scrubber {
         // form, as it is or JSON-decoded. A text clean every way is done, without parsing
         // megabytes of JSON.
         let replaced = matches!(out, Cow::Owned(_));
-        if !replaced && !secret.shows(&out, &search) {
+        // What the text shows as it stands, when the replacement left it as it came.
+        let mut shows = (!replaced).then(|| secret.shows(&out, &search));
+        if shows == Some(false) {
             return out;
         }
         // JSON with escapes is scrubbed string by string as it came, each string decoded:
@@ -138,9 +145,11 @@ impl Scrubber {
             && let Some(clean) = self.scrub_json_text(text)
         {
             out = Cow::Owned(clean);
+            shows = None;
         }
-        // Still showing it (a mixture, or escapes in text that is not JSON): withheld.
-        if secret.shows(&out, &search) {
+        // Still showing it (a mixture, or escapes in text that is not JSON): withheld. A
+        // text unchanged since it was searched is not searched again.
+        if shows.unwrap_or_else(|| secret.shows(&out, &search)) {
             let withheld = if meter.spent() { UNCHECKED } else { WITHHELD };
             return Cow::Owned(withheld.to_owned());
         }

@@ -186,8 +186,8 @@ impl Secret {
         for stretch in covered {
             // Needles are ASCII-case-insensitive bytes of UTF-8 text; a stretch may still end
             // inside a character of a text that is not the secret's: widen it to whole ones.
-            let start = floor_char_boundary(text, stretch.start.max(copied));
-            let end = ceil_char_boundary(text, stretch.end);
+            let start = text.floor_char_boundary(stretch.start.max(copied));
+            let end = text.ceil_char_boundary(stretch.end);
             out.push_str(&text[copied..start]);
             out.push_str(with);
             copied = end;
@@ -341,20 +341,4 @@ impl Secret {
     pub(super) fn matches(&self, text: &[u8]) -> bool {
         self.matcher.as_ref().is_none_or(|m| m.is_match(text))
     }
-}
-
-/// The start of the character `at` is in.
-fn floor_char_boundary(text: &str, mut at: usize) -> usize {
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    at
-}
-
-/// The end of the character `at` is in.
-fn ceil_char_boundary(text: &str, mut at: usize) -> usize {
-    while !text.is_char_boundary(at) {
-        at += 1;
-    }
-    at
 }
