@@ -146,7 +146,7 @@ static BASE32HEX_RUN: [bool; 256] =
 static HEX_RUN: [bool; 256] = byte_class(&[(b'0', b'9'), (b'a', b'f'), (b'A', b'F')], b":- \n\r");
 
 /// A lookup table of bytes: those in the inclusive `ranges`, and `extra`.
-const fn byte_class(ranges: &[(u8, u8)], extra: &[u8]) -> [bool; 256] {
+pub(super) const fn byte_class(ranges: &[(u8, u8)], extra: &[u8]) -> [bool; 256] {
     let mut table = [false; 256];
     let mut r = 0;
     while r < ranges.len() {

@@ -33,11 +33,12 @@ pub fn counting(secret: &str) -> (std::ops::Range<usize>, usize) {
     let chars: Vec<char> = secret.chars().collect();
     let len = chars.len();
     let all_but_a_few = len - MAX_LEFT_OUT.min(len / 4);
+    let counts_in = |chars: usize| all_but_a_few.min(WINDOW.max(chars / 4));
     let part = secret_part(&chars);
-    let counts = all_but_a_few.min(WINDOW.max(part.len() / 4));
-    if part.len() < counts {
-        return (0..len, all_but_a_few.min(WINDOW.max(len / 4)));
+    if part.len() < counts_in(part.len()) {
+        return (0..len, counts_in(len));
     }
+    let counts = counts_in(part.len());
     (part, counts)
 }
 

@@ -6,12 +6,13 @@
 //! alignment, in UTF-16 or UTF-32, reversed, wrapped across lines, with invisible
 //! characters in it, or cut into pieces ([`encode::counting`]: ten characters of its
 //! secret part count, a piece of a secret gives part of it away, and of a short secret all
-//! but a few characters give the rest, which can be guessed). Whatever reaches the isolate the script can decode past any later
-//! check, so every string that enters it, and everything in an execution's outcome, passes
-//! [`Scrubber::scrub`]:
+//! but a few characters give the rest, which can be guessed). Whatever reaches the isolate
+//! the script can decode past any later check, so every string that enters it, and
+//! everything in an execution's outcome, passes [`Scrubber::scrub`]:
 //!
-//! 1. every encoding of the secret and of each fragment that counts is replaced with
-//!    `[redacted]`, in one pass of one multi-pattern matcher (ASCII case ignored);
+//! 1. every encoding of the secret, and every fragment that counts as it is or in a block
+//!    encoding, is replaced with `[redacted]`, in one pass of one multi-pattern matcher
+//!    (ASCII case ignored); an escaped fragment is left to step 3;
 //! 2. text that is JSON with escapes in it is parsed, every string and key is scrubbed after
 //!    decoding, and it is written back;
 //! 3. what is left is searched through every decoding above, two deep (a decoding of a
@@ -108,8 +109,8 @@ impl Scrubber {
         self.secret.is_some().then(|| budget.total())
     }
 
-    /// What checking has cost so far, in bytes looked at, when bounded: for the debug log
-    /// and the scrubber's benchmark.
+    /// What checking has cost so far, in bytes looked at, when bounded: for the scrubber's
+    /// benchmark.
     pub fn used(&self) -> Option<usize> {
         self.budget.as_ref().map(|b| b.used())
     }

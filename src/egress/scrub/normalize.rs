@@ -2,6 +2,8 @@
 
 use std::borrow::Cow;
 
+use super::blocks::byte_class;
+
 /// `text` without white space, NULs and invisible characters: what is left when a script
 /// joins a wrapped rendering back together.
 pub fn normalize(text: &[u8]) -> Cow<'_, [u8]> {
@@ -42,20 +44,10 @@ pub fn strip(text: &[u8], keep_white: bool) -> Cow<'_, [u8]> {
 }
 
 /// ASCII white space and NUL: what [`normalize`] drops one byte at a time.
-static WHITE_OR_NUL: [bool; 256] = byte_table(b" \t\n\r\x0b\x0c\0");
+static WHITE_OR_NUL: [bool; 256] = byte_class(&[], b" \t\n\r\x0b\x0c\0");
 
 /// NUL alone, for [`strip`] keeping white space.
-static NUL: [bool; 256] = byte_table(b"\0");
-
-const fn byte_table(bytes: &[u8]) -> [bool; 256] {
-    let mut table = [false; 256];
-    let mut i = 0;
-    while i < bytes.len() {
-        table[bytes[i] as usize] = true;
-        i += 1;
-    }
-    table
-}
+static NUL: [bool; 256] = byte_class(&[], b"\0");
 
 /// How many bytes of an invisible character start at `i` (its first byte is 0xC2 or
 /// above); 0 when what stands there is kept.

@@ -109,9 +109,7 @@ impl Secret {
         let wholes = std::iter::once(secret).chain(within);
         let mut needles: Vec<String> = wholes
             .flat_map(|whole| [whole.to_owned(), reversed(whole)])
-            .collect::<Vec<_>>()
-            .iter()
-            .flat_map(|whole| encode::encodings(whole))
+            .flat_map(|whole| encode::encodings(&whole))
             .chain(windows.iter().cloned())
             .chain(blocks)
             .filter(|needle| needle.len() >= min_needle)
