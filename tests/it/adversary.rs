@@ -199,8 +199,8 @@ async fn finding_6_no_encoding_of_the_secret_reaches_the_isolate() {
             assert!(outcome.truncated.is_none(), "all of it is checked: {forms}");
             assert_never_came_back(&outcome, secret);
             // The script did get its responses: the secret is cut out, not the whole body.
-            if let Some(plain) = outcome.result.get("plain") {
-                let plain = plain["body"][0].as_str().unwrap();
+            if forms.contains("\"plain\"") {
+                let plain = outcome.result["plain"]["body"][0].as_str().unwrap();
                 assert!(plain.contains("y|o|u| |s|e|n|t"), "{plain}");
             }
         }

@@ -28,10 +28,9 @@ async fn stripe_scenarios_run_against_localstripe() {
     ) {
         return;
     }
-    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/specs/stripe-spec3.json");
-    if !requirement_met(spec.exists(), "../shared/specs is absent") {
+    let Some(spec) = crate::support::shared_spec("stripe-spec3.json") else {
         return;
-    }
+    };
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -11,12 +11,7 @@ use sdkbox::spec::{Operation, Shape};
 use serde_json::{Map, Value, json};
 
 async fn sdk(file: &str) -> Option<Sdk> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/specs")
-        .join(file);
-    if !crate::support::requirement_met(path.exists(), "../shared/specs is absent") {
-        return None;
-    }
+    let path = crate::support::shared_spec(file)?;
     let spec = sdkbox::spec::load(path.to_str().unwrap()).await.unwrap();
     Some(Sdk::new(Arc::new(spec.api)))
 }
@@ -288,12 +283,9 @@ async fn the_example_configs_load_with_a_scheme_a_secret_works_alone() {
             "Bearer",
         ),
     ] {
-        let spec = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/specs")
-            .join(spec);
-        if !crate::support::requirement_met(spec.exists(), "../shared/specs is absent") {
+        let Some(spec) = crate::support::shared_spec(spec) else {
             return;
-        }
+        };
         let config =
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("examples/{example}.toml"));
         let run = |args: Vec<std::ffi::OsString>| {

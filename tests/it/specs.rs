@@ -11,15 +11,7 @@ use sdkbox::sdk::{Sdk, SdkCall};
 use serde_json::json;
 
 fn shared(file: &str) -> Option<PathBuf> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/specs")
-        .join(file);
-    if path.exists() {
-        Some(path)
-    } else {
-        println!("skipped: {} is absent", path.display());
-        None
-    }
+    crate::support::shared_spec(file)
 }
 
 async fn load(file: &str, operations: usize) -> Option<Sdk> {

@@ -242,3 +242,11 @@ pub fn requirement_met(met: bool, reason: &str) -> bool {
     }
     met
 }
+
+/// A real spec in ../shared/specs, or `None` (a skip, which CI refuses) when it is absent.
+pub fn shared_spec(file: &str) -> Option<std::path::PathBuf> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/specs")
+        .join(file);
+    requirement_met(path.exists(), &format!("{} is absent", path.display())).then_some(path)
+}
