@@ -248,8 +248,12 @@ impl Secret {
         // Deeper still (or a long run of backslashes in ordinary text): every run of
         // backslashes read as one undoes any number of JSON encodings at once.
         pieces.iter().any(|piece| {
+            // Charged before it is made: two passes over the piece.
+            if !meter.take(2 * piece.len()) {
+                return true;
+            }
             let collapsed = escapes::backslash_unescape(&escapes::collapse_backslashes(piece));
-            !meter.take(piece.len()) || self.carried(&collapsed, DEPTH, true, search)
+            self.carried(&collapsed, DEPTH, true, search)
         })
     }
 
