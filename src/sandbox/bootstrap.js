@@ -31,6 +31,8 @@
   const ObjectAssign = Object.assign;
   const ObjectCreate = Object.create;
   const ObjectHasOwn = Object.hasOwn;
+  const FunctionPrototype = Function.prototype;
+  const SymbolToPrimitive = Symbol.toPrimitive;
   const ArrayIsArray = Array.isArray;
   const NumberIsInteger = Number.isInteger;
   const MAX_DEPTH = 64;
@@ -38,6 +40,9 @@
   // ---- values to JSON, never throwing ------------------------------------------------
 
   function describeFunction(f) {
+    // An SDK node answers every property with a deeper name: its own is in `operations`.
+    const op = operations.get(f);
+    if (op) return `[Function: api.${op.group === "" ? op.method : `${op.group}.${op.method}`}]`;
     return `[Function: ${f.name || "anonymous"}]`;
   }
 
@@ -367,10 +372,42 @@
     return reply.response;
   }
 
-  function sdkMethod(group, method) {
-    const call = async (params) => settle(await callRaw(group, method, params), `api.${group}.${method}`);
-    Object.defineProperty(call, "operation", { value: { group, method } });
-    return call;
+  // The operation behind each SDK method node: `paginate` reads it here, not from a
+  // property, since every property of a node is a deeper name (`api.zones.settings.list`).
+  const operations = new WeakMap();
+
+  // `api.<group...>.<method>`: a node that is a method (call it) and a group (read a
+  // deeper name from it) at once, so `api.zones.settings(...)` and
+  // `api.zones.settings.list(...)` can both exist, as nested SDKs name them.
+  const nodes = new Map();
+  function sdkNode(path) {
+    const key = path.join(".");
+    if (nodes.has(key)) return nodes.get(key);
+    const group = path.slice(0, -1).join(".");
+    const method = path[path.length - 1];
+    const what = `api.${key}`;
+    const call = async (params) => {
+      if (group === "") {
+        throw new TypeError(`${what} is a group, not a method: call one of its methods (search_docs shows them)`);
+      }
+      return settle(await callRaw(group, method, params), what);
+    };
+    const node = new Proxy(call, {
+      get(target, name) {
+        // A node is a function to `fn.call(...)`, `fn.bind(...)` and string conversion;
+        // those names are renamed with a `_` in the SDK (spec/naming), like `then`.
+        if (name === "call" || name === "apply" || name === "bind") return FunctionPrototype[name].bind(target);
+        if (name === SymbolToPrimitive) return () => what;
+        if (typeof name !== "string" || name === "then" || name === "toJSON") return undefined;
+        return sdkNode([...path, name]);
+      },
+      apply(_, __, args) {
+        return call(args[0]);
+      },
+    });
+    operations.set(node, { group, method });
+    nodes.set(key, node);
+    return node;
   }
 
   // The query of the `Link` header's `rel` link (`next`, `last`).
@@ -400,8 +437,8 @@
   // numbers; the items are found in each page
   // (`options.items` names their property); bounded by the execution's request budget.
   async function* paginate(method, params = {}, options = {}) {
-    const op = method?.operation;
-    if (!op) {
+    const op = operations.get(method);
+    if (!op || op.group === "") {
       throw new TypeError("api.paginate takes an SDK method and its parameters, like api.paginate(api.customers.list, { limit: 100 })");
     }
     const named = options?.items === undefined ? undefined : String(options.items);
@@ -495,25 +532,17 @@
     }
   }
 
-  // `api` and its groups have no prototype: a spec group or method named `constructor`,
-  // `toString` or `valueOf` is the spec's. The names `api` keeps (`request`, `paginate`,
-  // and `then`/`toJSON`, which `await` and `JSON` look for) are renamed with a `_` in the
-  // SDK (spec/naming.rs), so every operation search shows can be called.
-  const groups = new Map();
+  // Every name under `api` is the spec's, `constructor`, `toString` and `valueOf` too. The
+  // names `api` keeps (`request`, `paginate`, and `then`/`toJSON`, which `await` and `JSON`
+  // look for; `call`/`apply`/`bind` under a group, which nodes keep as functions) are
+  // renamed with a `_` in the SDK (spec/naming), so every operation search shows can be
+  // called.
   const helpers = ObjectAssign(ObjectCreate(null), { request, paginate });
   const api = new Proxy(helpers, {
     get(target, key) {
       if (typeof key !== "string" || key === "then" || key === "toJSON") return undefined;
       if (ObjectHasOwn(target, key)) return target[key];
-      if (!groups.has(key)) {
-        groups.set(key, new Proxy(ObjectCreate(null), {
-          get(_, method) {
-            if (typeof method !== "string" || method === "then" || method === "toJSON") return undefined;
-            return sdkMethod(key, method);
-          },
-        }));
-      }
-      return groups.get(key);
+      return sdkNode([key]);
     },
   });
 

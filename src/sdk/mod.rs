@@ -5,13 +5,13 @@
 //! and every SDK call reaches egress knowing its operation.
 
 mod encode;
+mod names;
 mod typescript;
 mod validate;
 
 pub use typescript::{call_hint, signature, type_of};
 pub use validate::did_you_mean;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -41,20 +41,18 @@ pub struct CallError(pub String);
 /// The SDK of one provider: its operations by group and method name.
 pub struct Sdk {
     api: Arc<Api>,
-    groups: BTreeMap<String, BTreeMap<String, usize>>,
+    names: names::Names,
 }
 
 impl Sdk {
     /// Indexes the operations of `api`.
     pub fn new(api: Arc<Api>) -> Self {
-        let mut groups: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
-        for (index, op) in api.operations.iter().enumerate() {
-            groups
-                .entry(op.group.clone())
-                .or_default()
-                .insert(op.name.clone(), index);
-        }
-        Self { api, groups }
+        let names = names::Names::new(
+            api.operations
+                .iter()
+                .map(|op| (op.group.as_str(), op.name.as_str(), op.method.as_str())),
+        );
+        Self { api, names }
     }
 
     /// The API this SDK calls.
@@ -64,29 +62,8 @@ impl Sdk {
 
     /// The operation behind `api.<group>.<method>`, or an error with suggestions.
     pub fn operation(&self, group: &str, method: &str) -> Result<&Operation, CallError> {
-        let Some(methods) = self.groups.get(group) else {
-            let names: Vec<&str> = self.groups.keys().map(String::as_str).collect();
-            return Err(CallError(format!(
-                "no group `api.{group}`{} Search the docs for the operation you need; \
-                 groups include {}",
-                did_you_mean(group, &names),
-                names
-                    .iter()
-                    .take(20)
-                    .copied()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        };
-        let Some(index) = methods.get(method) else {
-            let names: Vec<&str> = methods.keys().map(String::as_str).collect();
-            return Err(CallError(format!(
-                "no method `api.{group}.{method}`{} Methods of api.{group}: {}",
-                did_you_mean(method, &names),
-                names.join(", ")
-            )));
-        };
-        Ok(&self.api.operations[*index])
+        let index = self.names.find(group, method)?;
+        Ok(&self.api.operations[index])
     }
 
     /// Checks a call against the spec and encodes it as a request for egress.

@@ -112,7 +112,11 @@ pub fn build(api: &Api, guides: &[GuideSection]) -> Result<Built, SearchError> {
         }
         if !fields.method.is_empty() {
             document.add_text(method, fields.method.to_ascii_uppercase());
-            document.add_text(group, fields.group.to_ascii_lowercase());
+            // A nested group is found by each of its prefixes (`dns` and `dns.records`).
+            let lower = fields.group.to_ascii_lowercase();
+            for (end, _) in lower.match_indices('.').chain([(lower.len(), "")]) {
+                document.add_text(group, &lower[..end]);
+            }
         }
         writer.add_document(document)?;
     }
@@ -215,7 +219,13 @@ impl Built {
             clauses.push((Occur::Must, exact(self.method, method.to_ascii_uppercase())));
         }
         if let Some(group) = &filters.group {
-            clauses.push((Occur::Must, exact(self.group, group.to_ascii_lowercase())));
+            // As named, or after the `api.` a script writes before it.
+            let group = group.to_ascii_lowercase();
+            let mut named = vec![(Occur::Should, exact(self.group, group.clone()))];
+            if let Some(bare) = group.strip_prefix("api.") {
+                named.push((Occur::Should, exact(self.group, bare.to_owned())));
+            }
+            clauses.push((Occur::Must, Box::new(BooleanQuery::new(named))));
         }
         if filters.method.is_some() || filters.group.is_some() {
             clauses.push((Occur::Must, exact(self.kind, "operation".into())));

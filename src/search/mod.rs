@@ -293,7 +293,7 @@ impl DocsIndex {
                 && filters
                     .group
                     .as_ref()
-                    .is_none_or(|g| operation.group.eq_ignore_ascii_case(g))
+                    .is_none_or(|g| in_group(&operation.group, g))
         };
         let nearest = match semantic.nearest(query, self.fusion.candidates, passes) {
             Ok(nearest) => nearest,
@@ -321,7 +321,7 @@ impl DocsIndex {
         };
         let mut hint = format!("no results for \"{query}\"");
         if let Some(group) = &filters.group
-            && !groups.contains(&group.as_str())
+            && !groups.iter().any(|g| in_group(g, group))
         {
             hint.push_str(&format!(
                 ": there is no group `{group}`{}",
@@ -339,4 +339,16 @@ impl DocsIndex {
         }
         hint
     }
+}
+
+/// Whether an operation of `group` is in the group a filter names (`dns` or `api.dns` holds
+/// `dns.records`; a group named `api` is found by its own name too), up to case.
+fn in_group(group: &str, filter: &str) -> bool {
+    let within = |filter: &str| {
+        group.len() >= filter.len()
+            && group.is_char_boundary(filter.len())
+            && group[..filter.len()].eq_ignore_ascii_case(filter)
+            && (group.len() == filter.len() || group.as_bytes()[filter.len()] == b'.')
+    };
+    within(filter) || filter.strip_prefix("api.").is_some_and(within)
 }

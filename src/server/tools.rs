@@ -45,7 +45,7 @@ pub struct SearchDocs {
     pub detail: Option<Detail>,
     /// Only operations with this HTTP method.
     pub method: Option<String>,
-    /// Only operations of this group.
+    /// Only operations of this group and the groups nested in it.
     pub group: Option<String>,
 }
 
@@ -75,7 +75,7 @@ pub fn search_input_schema() -> Arc<JsonObject> {
             "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "Hits to return (default 5)."},
             "detail": {"type": "string", "enum": ["compact", "full"], "description": "\"full\" adds the TypeScript signature, response shape and an example."},
             "method": {"type": "string", "description": "Only operations with this HTTP method."},
-            "group": {"type": "string", "description": "Only operations of this group (`api.<group>`)."}
+            "group": {"type": "string", "description": "Only operations of this group (and groups nested in it)."}
         },
         "required": ["query"],
         "additionalProperties": false

@@ -23,6 +23,7 @@ mod hostile;
 mod hostile_provider;
 mod localstripe;
 mod mcp;
+mod naming;
 mod once;
 mod overrides;
 mod page;

@@ -104,7 +104,12 @@ paths:
 async fn sandbox(provider: &Provider) -> InProcessSandbox {
     let spec = sdkbox::spec::parse("echo.yaml", SPEC).unwrap();
     assert!(spec.warnings.is_empty(), "{:?}", spec.warnings);
-    let sdk = Arc::new(Sdk::new(Arc::new(spec.api)));
+    sandbox_for(provider, Arc::new(spec.api))
+}
+
+/// A sandbox whose SDK is `api`'s, calling `provider`.
+fn sandbox_for(provider: &Provider, api: Arc<sdkbox::spec::Api>) -> InProcessSandbox {
+    let sdk = Arc::new(Sdk::new(api));
     let egress = sdkbox::egress::Egress::new(sdkbox::egress::EgressConfig {
         base_url: provider.base.clone(),
         extra_origins: Vec::new(),
@@ -249,7 +254,7 @@ try { for await (const x of api.paginate(api.actions.listRuns, {}, { items: "nop
 const looped = [];
 for await (const item of api.paginate(api.self.listLinked, { page: 1 })) looped.push(item.n);
 const keys = [];
-for await (const key of api.paginate(api.kv.keysList, {})) keys.push(key.name);
+for await (const key of api.paginate(api.kv.retrieve, {})) keys.push(key.name);
 const { peak } = await (await fetch("/v1/zones-peak")).json();
 // Stopping early leaves the page asked for ahead unread, and the run goes on.
 const firstThree = [];
@@ -305,14 +310,7 @@ async fn every_spec_name_is_callable_under_the_name_search_shows() {
     let api = Arc::new(spec.api);
     let docs = sdkbox::search::DocsIndex::build(api.clone(), Vec::new()).unwrap();
     let provider = Provider::start().await;
-    let egress = sdkbox::egress::Egress::new(sdkbox::egress::EgressConfig {
-        base_url: provider.base.clone(),
-        extra_origins: Vec::new(),
-        credential: None,
-        limits: EgressLimits::default(),
-    })
-    .unwrap();
-    let sandbox = InProcessSandbox::new(egress, Some(Arc::new(Sdk::new(api.clone()))));
+    let sandbox = sandbox_for(&provider, api.clone());
     for op in &api.operations {
         // The name search shows for it is the one the script calls.
         let hits = docs
@@ -392,4 +390,114 @@ return [...[form, json, deep, other].map(pick), huge, slash.headers["content-typ
             "application/x-www-form-urlencoded",
         ])
     );
+}
+
+/// Issue 22: nested groups, and the spellings an official SDK uses for the same operation,
+/// reach it; a group called as a method, or a spelling that fits nothing, is an error that
+/// names what exists, before anything is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_names_and_official_spellings_reach_their_operations() {
+    let text = r#"
+openapi: 3.0.0
+info: { title: Nested, version: "1" }
+paths:
+  /echo/dns_records:
+    get: { operationId: dns-records-list-dns-records, responses: { "200": { description: ok } } }
+    post: { operationId: dns-records-create-a-record, responses: { "200": { description: ok } } }
+  /echo/dns_records/{dns_record_id}:
+    parameters: [{ name: dns_record_id, in: path, required: true, schema: { type: string } }]
+    get: { operationId: dns-records-record-details, responses: { "200": { description: ok } } }
+    patch: { operationId: dns-records-patch-a-record, responses: { "200": { description: ok } } }
+    delete: { operationId: dns-records-delete-a-record, responses: { "200": { description: ok } } }
+  /echo/dns_records/scan:
+    post: { operationId: dns-records-scan, responses: { "200": { description: ok } } }
+  /echo/dns_records/export:
+    get: { operationId: dns-records-export, responses: { "200": { description: ok } } }
+"#;
+    let spec = sdkbox::spec::parse("nested.yaml", text).unwrap();
+    let api = Arc::new(spec.api);
+    let names: Vec<String> = api
+        .operations
+        .iter()
+        .map(|op| format!("{}.{}", op.group, op.name))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "echo.dnsRecords.list",
+            "echo.dnsRecords.create",
+            "echo.dnsRecords.get",
+            "echo.dnsRecords.delete",
+            "echo.dnsRecords.edit",
+            "echo.dnsRecords.scan",
+            "echo.dnsRecords.export",
+        ]
+    );
+    let provider = Provider::start().await;
+    let sandbox = sandbox_for(&provider, api);
+    let code = r#"
+        const seen = async (call) => { const r = await call; return `${r.method} ${r.path}`; };
+        const failed = async (call) => { try { await call(); return "sent"; } catch (e) { return `${e.name}: ${e.message}`; } };
+        return [
+            await seen(api.echo.dnsRecords.list()),
+            await seen(api.echo.dnsRecords.get({ dns_record_id: "r1" })),
+            // Another case, a synonym verb, the plural: the one operation that fits.
+            await seen(api.echo.DNSRecords.retrieve({ dns_record_id: "r2" })),
+            await seen(api.echo.dnsRecords.update({ dns_record_id: "r3" })),
+            await seen(api.echo.dnsRecords.del({ dns_record_id: "r4" })),
+            await seen(api.echo.dnsRecord.scan()),
+            // An action written as a group with its verb.
+            await seen(api.echo.dnsRecords.scan.create()),
+            await seen(api.echo.dnsRecords.export.get()),
+            // A node is a function to `call` and to string conversion.
+            await seen(api.echo.dnsRecords.get.call(null, { dns_record_id: "r5" })),
+            await failed(() => api.echo.dnsRecords({})),
+            await failed(() => api.echo.dnsRecords.read({})),
+            await failed(() => api.echo.dnsRecords.scan.delete()),
+            typeof api.echo.dnsRecords.list,
+            `${api.echo.dnsRecords.list}`,
+        ];
+    "#;
+    let outcome = run(&sandbox, code).await;
+    let result = outcome.result.as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        result[..9],
+        [
+            json!("GET /v1/echo/dns_records"),
+            json!("GET /v1/echo/dns_records/r1"),
+            json!("GET /v1/echo/dns_records/r2"),
+            json!("PATCH /v1/echo/dns_records/r3"),
+            json!("DELETE /v1/echo/dns_records/r4"),
+            json!("POST /v1/echo/dns_records/scan"),
+            json!("POST /v1/echo/dns_records/scan"),
+            json!("GET /v1/echo/dns_records/export"),
+            json!("GET /v1/echo/dns_records/r5"),
+        ],
+        "{outcome:?}"
+    );
+    let text = |i: usize| result[i].as_str().unwrap_or_default().to_owned();
+    assert!(
+        text(9).starts_with("TypeError: api.echo.dnsRecords is a group"),
+        "{}",
+        text(9)
+    );
+    assert!(
+        text(10).contains("no method `api.echo.dnsRecords.read`")
+            && text(10).contains("create, delete, edit, export, get, list, scan"),
+        "{}",
+        text(10)
+    );
+    assert!(
+        text(11).contains("no group `api.echo.dnsRecords.scan`"),
+        "{}",
+        text(11)
+    );
+    assert_eq!(result[12], json!("function"));
+    assert_eq!(result[13], json!("api.echo.dnsRecords.list"));
+    // Nine calls reached the provider; the three refused ones did not.
+    let sent = provider
+        .seen
+        .requests
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(sent, 9);
 }

@@ -1,26 +1,29 @@
-//! SDK names from operation ids, deterministically: `api.<group>.<method>`.
+//! SDK names, deterministically: `api.<group>.<method>`, groups nested where the provider's
+//! resources nest (`api.dns.records.list`).
 //!
-//! - `repos/list-for-org` (GitHub) -> `repos.listForOrg`;
-//! - `listCustomers` with tag `customers` -> `customers.list`;
-//! - `PostCustomersCustomerSources` (Stripe: verb + path words, no tags) ->
-//!   `customers.createSource`; `PostChargesChargeCapture` -> `charges.capture`.
+//! - Ids that are names already keep them (`from_id`): `repos/list-for-org` (GitHub) ->
+//!   `repos.listForOrg`; `listCustomers` with tag `customers` -> `customers.list`.
+//! - Other ids restate the route (`PostCustomersCustomerSources`) or a sentence, and the
+//!   route names the operation the way official SDKs do (`from_path`):
+//!   `customers.createSource`, `checkout.sessions.list`, `loadBalancers.pools.update`.
 //!
-//! Groups come from the id's prefix, else the first tag, else the first path segment. Two
-//! operations that would share a name keep it in path order; the later ones fall back to
-//! their whole id in camelCase.
+//! Two operations that would share a name keep it in path order; the later ones fall back
+//! to their whole id in camelCase.
+
+mod from_id;
+mod from_path;
 
 use std::collections::HashSet;
 
 use super::model::Operation;
 
-const HTTP_VERBS: &[&str] = &["get", "post", "put", "patch", "delete", "head", "options"];
-
 /// Group names `api` keeps for itself (its helpers, and what `await` and `JSON` look for):
 /// a spec group of that name gets a `_` (`api.request_`), which search hits show.
 const RESERVED_GROUPS: &[&str] = &["request", "paginate", "then", "toJSON"];
 
-/// Method names a group keeps for itself (what `await` and `JSON` look for).
-const RESERVED_METHODS: &[&str] = &["then", "toJSON"];
+/// Method names a group keeps for itself: what `await` and `JSON` look for, and what a
+/// function is called or bound with (`api.customers.list.call(...)` is the function's).
+const RESERVED_METHODS: &[&str] = &["then", "toJSON", "call", "apply", "bind"];
 
 /// `name`, with a `_` when it is one of `reserved`.
 fn unreserved(name: String, reserved: &[&str]) -> String {
@@ -38,119 +41,56 @@ pub fn assign(operations: &mut [Operation]) {
         let (a, b) = (&operations[a], &operations[b]);
         (&a.path, &a.method).cmp(&(&b.path, &b.method))
     });
+    let routes = from_path::Routes::new(operations);
     for index in order {
-        let op = &mut operations[index];
-        op.group = unreserved(group_of(op), RESERVED_GROUPS);
-        let mut name = unreserved(name_of(op), RESERVED_METHODS);
-        if !taken.insert((op.group.clone(), name.clone())) {
-            name = camel(&words(&op.id));
+        let op = &operations[index];
+        let first_segment = op
+            .path
+            .split('/')
+            .find(|s| !s.is_empty() && !s.starts_with('{'));
+        let (group, name) = match from_id::is_a_name(&op.id) {
+            true => from_id::name(op, first_segment),
+            false => routes
+                .name(op)
+                .unwrap_or_else(|| from_id::name(op, first_segment)),
+        };
+        let parts: Vec<String> = group
+            .split('.')
+            .filter(|part| !part.is_empty())
+            .enumerate()
+            .map(|(i, part)| match i {
+                0 => unreserved(identifier(part), RESERVED_GROUPS),
+                _ => unreserved(identifier(part), RESERVED_METHODS),
+            })
+            .collect();
+        let group = match parts.is_empty() {
+            true => "api".to_owned(),
+            false => parts.join("."),
+        };
+        let mut name = unreserved(identifier(&name), RESERVED_METHODS);
+        if !taken.insert((group.clone(), name.clone())) {
+            let whole = unreserved(identifier(&camel(&words(&op.id))), RESERVED_METHODS);
+            name = whole.clone();
             let mut n = 2;
-            while !taken.insert((op.group.clone(), name.clone())) {
-                name = format!("{}{n}", camel(&words(&op.id)));
+            while !taken.insert((group.clone(), name.clone())) {
+                name = format!("{whole}{n}");
                 n += 1;
             }
         }
+        let op = &mut operations[index];
+        op.group = group;
         op.name = name;
     }
 }
 
-fn group_of(op: &Operation) -> String {
-    if let Some((group, _)) = op.id.split_once('/') {
-        return camel(&words(group));
+/// `name` as a JavaScript identifier a script can write after a dot: `_` before a leading
+/// digit (`/2010-04-01/...` -> `_20100401`), `_` for nothing at all.
+fn identifier(name: &str) -> String {
+    match name.chars().next() {
+        None => "_".to_owned(),
+        Some(c) if c.is_ascii_digit() => format!("_{name}"),
+        Some(_) => name.to_owned(),
     }
-    if let Some(tag) = op.tags.first() {
-        return camel(&words(tag));
-    }
-    static_segments(&op.path)
-        .first()
-        .map(|s| camel(&words(s)))
-        .unwrap_or_else(|| "api".to_owned())
-}
-
-fn name_of(op: &Operation) -> String {
-    if let Some((_, method)) = op.id.split_once('/') {
-        return camel(&words(method));
-    }
-    let id_words = words(&op.id);
-    let group_words = words(&op.group);
-    let is_group_word = |w: &str| group_words.iter().any(|g| g == w || singular(g) == w);
-    let Some(first) = id_words.first() else {
-        return "call".to_owned();
-    };
-    // Verb-and-path ids are PascalCase (`GetCustomersCustomer`); camelCase ids
-    // (`getCustomer`) are names already.
-    let pascal = op.id.starts_with(|c: char| c.is_ascii_uppercase());
-    if !(pascal && HTTP_VERBS.contains(&first.as_str())) {
-        let rest: Vec<String> = id_words
-            .iter()
-            .filter(|w| !is_group_word(w))
-            .cloned()
-            .collect();
-        return if rest.is_empty() {
-            camel(&id_words)
-        } else {
-            camel(&rest)
-        };
-    }
-    // Verb + path words, as Stripe writes them: name the action from the path's shape.
-    let params: Vec<String> = path_params(&op.path)
-        .iter()
-        .flat_map(|p| words(p))
-        .collect();
-    let verb = action(op);
-    let verb_words = words(&verb);
-    let mut rest: Vec<String> = id_words[1..]
-        .iter()
-        .filter(|w| !is_group_word(w) && !params.contains(w) && !verb_words.contains(w))
-        .cloned()
-        .collect();
-    if matches!(verb.as_str(), "create" | "retrieve" | "update" | "delete")
-        && let Some(last) = rest.last_mut()
-    {
-        *last = singular(last);
-    }
-    let mut all = verb_words;
-    all.extend(rest);
-    camel(&all)
-}
-
-/// The verb of a verb-and-path operation id: CRUD from the path's shape, or the path's
-/// own action (`/charges/{charge}/capture` -> `capture`).
-fn action(op: &Operation) -> String {
-    let segments: Vec<&str> = op.path.split('/').filter(|s| !s.is_empty()).collect();
-    let ends_with_param = segments.last().is_some_and(|s| s.starts_with('{'));
-    let last = segments.last().copied().unwrap_or_default();
-    let after_param = segments.len() >= 2 && segments[segments.len() - 2].starts_with('{');
-    let method = op.method.as_str();
-    if !ends_with_param
-        && (last == "search" || (after_param && method == "POST" && !last.ends_with('s')))
-    {
-        return camel(&words(last));
-    }
-    match (method, ends_with_param) {
-        ("GET", true) => "retrieve",
-        ("GET", false) => "list",
-        ("POST", false) => "create",
-        ("DELETE", _) => "delete",
-        _ => "update",
-    }
-    .to_owned()
-}
-
-/// Path segments that are neither parameters nor version prefixes like `v1`.
-fn static_segments(path: &str) -> Vec<&str> {
-    path.split('/')
-        .filter(|s| !s.is_empty() && !s.starts_with('{'))
-        .filter(|s| {
-            !(s.len() <= 3 && s.starts_with('v') && s[1..].chars().all(|c| c.is_ascii_digit()))
-        })
-        .collect()
-}
-
-fn path_params(path: &str) -> Vec<&str> {
-    path.split('/')
-        .filter_map(|s| s.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
-        .collect()
 }
 
 /// Lower-case words of an identifier: camelCase, PascalCase, snake_case, kebab-case, dots.
@@ -199,8 +139,11 @@ pub fn camel(words: &[String]) -> String {
     out
 }
 
-fn singular(word: &str) -> String {
-    if let Some(stem) = word.strip_suffix("ies") {
+/// A plural English word's singular, by the usual endings (`policies` -> `policy`, `ids` -> `id`).
+pub fn singular(word: &str) -> String {
+    if word == "ids" {
+        "id".to_owned()
+    } else if let Some(stem) = word.strip_suffix("ies") {
         format!("{stem}y")
     } else if word.ends_with("ses") || word.ends_with("xes") {
         word[..word.len() - 2].to_owned()
@@ -300,6 +243,24 @@ mod tests {
             ),
             op("GetCustomersSearch", "GET", "/v1/customers/search", &[]),
             op("GetPaymentIntents", "GET", "/v1/payment_intents", &[]),
+            op(
+                "GetPaymentIntentsIntent",
+                "GET",
+                "/v1/payment_intents/{intent}",
+                &[],
+            ),
+            op(
+                "GetCheckoutSessionsSessionLineItems",
+                "GET",
+                "/v1/checkout/sessions/{session}/line_items",
+                &[],
+            ),
+            op(
+                "DeleteCustomersCustomer",
+                "DELETE",
+                "/v1/customers/{customer}",
+                &[],
+            ),
         ]);
         assert_eq!(
             stripe,
@@ -310,8 +271,100 @@ mod tests {
                 "charges.capture",
                 "customers.search",
                 "paymentIntents.list",
+                "paymentIntents.retrieve",
+                "checkout.sessions.listLineItems",
+                "customers.del",
             ]
         );
+    }
+
+    #[test]
+    fn names_nested_resources_like_official_nested_sdks() {
+        let mut ops = vec![op(
+            "zones-0",
+            "PUT",
+            "/zones/{zone_id}/hold",
+            &["Zone Hold"],
+        )];
+        // Enough resources under /zones/{zone_id} for it to be a scope.
+        for (i, resource) in ["a", "b", "c", "d", "e", "f", "g"].iter().enumerate() {
+            ops.push(op(
+                &format!("other-{i}"),
+                "GET",
+                &format!("/zones/{{zone_id}}/{resource}"),
+                &[],
+            ));
+        }
+        ops.extend([
+            op(
+                "dns-records-for-a-zone-list-dns-records",
+                "GET",
+                "/zones/{zone_id}/dns_records",
+                &[],
+            ),
+            op(
+                "dns-records-for-a-zone-create",
+                "POST",
+                "/zones/{zone_id}/dns_records",
+                &[],
+            ),
+            op(
+                "dns-records-get",
+                "GET",
+                "/zones/{zone_id}/dns_records/{dns_record_id}",
+                &[],
+            ),
+            op(
+                "dns-records-patch",
+                "PATCH",
+                "/zones/{zone_id}/dns_records/{dns_record_id}",
+                &[],
+            ),
+            op(
+                "dns-records-put",
+                "PUT",
+                "/zones/{zone_id}/dns_records/{dns_record_id}",
+                &[],
+            ),
+            op(
+                "dns-records-export",
+                "GET",
+                "/zones/{zone_id}/dns_records/export",
+                &[],
+            ),
+            op(
+                "dns-records-scan",
+                "POST",
+                "/zones/{zone_id}/dns_records/scan",
+                &[],
+            ),
+            op("zones-get", "GET", "/zones/{zone_id}", &[]),
+            op("zones-list", "GET", "/zones", &[]),
+            op(
+                "pools-list",
+                "GET",
+                "/accounts/{account_id}/load_balancers/pools",
+                &[],
+            ),
+        ]);
+        let names = named(ops);
+        assert_eq!(
+            &names[8..],
+            [
+                "dnsRecords.list",
+                "dnsRecords.create",
+                "dnsRecords.get",
+                "dnsRecords.edit",
+                "dnsRecords.update",
+                "dnsRecords.export",
+                "dnsRecords.scan",
+                "zones.get",
+                "zones.list",
+                // /accounts/{account_id} parents one resource here: not a scope.
+                "accounts.loadBalancers.pools.list",
+            ]
+        );
+        assert_eq!(names[0], "hold.update");
     }
 
     #[test]

@@ -1,0 +1,314 @@
+//! Finding the operation a script names. Exactly first; else by the spellings a model that
+//! knows the provider's official SDK writes for the same thing: another case or acronym
+//! (`api.secondaryDNS` for `api.secondaryDns`), singular for plural in a group
+//! (`api.healthchecks.previews` for `api.healthchecks.preview`), the verbs SDKs spell
+//! differently (`get`/`retrieve`, `delete`/`del`, `edit` for a PATCH and `update` for a PUT,
+//! POST or PATCH, `list`/`get` of a resource read one way only), and an action written as a
+//! group with its verb (`api.ssl.analyze.create` for the POST `api.ssl.analyze`). Every
+//! spelling is tried, and a call resolves only when all of them together reach exactly one
+//! operation whose HTTP method fits the verb: anything else is an error naming what exists.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::CallError;
+use super::validate::did_you_mean;
+use crate::spec::{singular, words};
+
+/// Verbs that name the same act in different SDKs.
+const SYNONYMS: &[&[&str]] = &[
+    &["get", "retrieve"],
+    &["update", "edit"],
+    &["delete", "del"],
+];
+
+/// The verbs that read a resource.
+const READS: &[&str] = &["list", "get", "retrieve"];
+
+/// The HTTP methods a verb may stand for, when it is not the operation's own name: `edit`
+/// is a partial update and never reaches a PUT that replaces the whole.
+fn fits(verb: &str, http_method: &str) -> bool {
+    match verb {
+        "list" | "get" | "retrieve" => http_method == "GET",
+        "create" => http_method == "POST",
+        "update" => matches!(http_method, "PUT" | "POST" | "PATCH"),
+        "edit" => http_method == "PATCH",
+        "delete" | "del" => http_method == "DELETE",
+        _ => false,
+    }
+}
+
+/// The SDK's operations by group (dotted when nested) and method.
+pub(super) struct Names {
+    groups: BTreeMap<String, BTreeMap<String, usize>>,
+    /// Each operation's HTTP method, by index.
+    http_methods: Vec<String>,
+}
+
+/// Whether two identifiers are the same words, up to case and plural.
+fn same_words(a: &str, b: &str) -> bool {
+    let (a, b) = (words(a), words(b));
+    a.len() == b.len()
+        && a.iter()
+            .zip(&b)
+            .all(|(x, y)| x == y || singular(x) == singular(y))
+}
+
+/// Whether two dotted group names are the same groups, up to case and plural.
+fn same_group(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<&str>, Vec<&str>) = (a.split('.').collect(), b.split('.').collect());
+    a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| same_words(x, y))
+}
+
+impl Names {
+    /// Indexes `(group, method, HTTP method)` triples by their position.
+    pub(super) fn new<'a>(names: impl Iterator<Item = (&'a str, &'a str, &'a str)>) -> Self {
+        let mut groups: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+        let mut http_methods = Vec::new();
+        for (index, (group, method, http_method)) in names.enumerate() {
+            groups
+                .entry(group.to_owned())
+                .or_default()
+                .insert(method.to_owned(), index);
+            http_methods.push(http_method.to_owned());
+        }
+        Self {
+            groups,
+            http_methods,
+        }
+    }
+
+    /// The index of the operation `api.<group>.<method>` names, or an error that says what
+    /// exists.
+    pub(super) fn find(&self, group: &str, method: &str) -> Result<usize, CallError> {
+        if let Some(index) = self.groups.get(group).and_then(|m| m.get(method)) {
+            return Ok(*index);
+        }
+        let mut found = BTreeSet::new();
+        for (_, methods) in self
+            .groups
+            .iter()
+            .filter(|(name, _)| same_group(name, group))
+        {
+            found.extend(self.spellings(methods, method));
+        }
+        found.extend(self.verb_moved(group, method));
+        let mut found = found.into_iter();
+        match (found.next(), found.next()) {
+            (Some(index), None) => Ok(index),
+            (Some(first), Some(second)) => {
+                let all: Vec<String> = [first, second]
+                    .into_iter()
+                    .chain(found)
+                    .map(|i| format!("api.{}", self.name_of(i)))
+                    .collect();
+                Err(CallError(format!(
+                    "`api.{group}.{method}` could be any of {}: call the one you mean by its name",
+                    all.join(", ")
+                )))
+            }
+            (None, _) => Err(self.not_found(group, method)),
+        }
+    }
+
+    /// The methods of one group that `asked` may spell.
+    fn spellings(&self, methods: &BTreeMap<String, usize>, asked: &str) -> Vec<usize> {
+        let synonyms = SYNONYMS.iter().find(|set| set.contains(&asked));
+        let reads: Vec<usize> = methods
+            .iter()
+            .filter(|(name, _)| READS.contains(&name.as_str()))
+            .map(|(_, i)| *i)
+            .collect();
+        let mut out: Vec<usize> = methods
+            .iter()
+            .filter(|(name, index)| {
+                same_words(name, asked)
+                    || (synonyms.is_some_and(|set| set.contains(&name.as_str()))
+                        && fits(asked, &self.http_methods[**index]))
+            })
+            .map(|(_, i)| *i)
+            .collect();
+        if READS.contains(&asked) && reads.len() == 1 {
+            out.extend(reads);
+        }
+        out
+    }
+
+    /// Where one SDK names a resource's action as a method and another as a group with a
+    /// verb: `api.ssl.analyze.create(...)` for the POST `api.ssl.analyze(...)`, or
+    /// `api.radar.search.global(...)` for the one read of `api.radar.search.global`. The
+    /// verb must fit the HTTP method; a group called as a method only reads.
+    fn verb_moved(&self, group: &str, method: &str) -> Vec<usize> {
+        let mut out = Vec::new();
+        if let Some((parent, action)) = group.rsplit_once('.')
+            && let Some(index) = self.groups.get(parent).and_then(|m| m.get(action))
+            && fits(method, &self.http_methods[*index])
+        {
+            out.push(*index);
+        }
+        if let Some(nested) = self.groups.get(&format!("{group}.{method}"))
+            && nested.len() == 1
+        {
+            out.extend(nested.values().filter(|i| self.http_methods[**i] == "GET"));
+        }
+        out
+    }
+
+    /// `group.name` of the operation at `index`.
+    fn name_of(&self, index: usize) -> String {
+        self.groups
+            .iter()
+            .find_map(|(group, methods)| {
+                methods
+                    .iter()
+                    .find(|(_, i)| **i == index)
+                    .map(|(name, _)| format!("{group}.{name}"))
+            })
+            .unwrap_or_default()
+    }
+
+    /// What to say when nothing fits: the methods of the group, or the groups there are.
+    fn not_found(&self, group: &str, method: &str) -> CallError {
+        let called = format!("{group}.{method}");
+        if let Some(methods) = self.groups.get(&called) {
+            let names: Vec<&str> = methods.keys().map(String::as_str).collect();
+            return CallError(format!(
+                "api.{called} is a group, not a method: call one of its methods ({})",
+                names.join(", ")
+            ));
+        }
+        let Some((group_name, methods)) = self
+            .groups
+            .get_key_value(group)
+            .or_else(|| self.groups.iter().find(|(name, _)| same_group(name, group)))
+        else {
+            return self.no_group(group);
+        };
+        let names: Vec<&str> = methods.keys().map(String::as_str).collect();
+        let nested: Vec<&str> = self
+            .groups
+            .keys()
+            .filter_map(|g| g.strip_prefix(group_name.as_str())?.strip_prefix('.'))
+            .collect();
+        let mut message = format!(
+            "no method `api.{group}.{method}`{} Methods of api.{group_name}: {}",
+            did_you_mean(method, &names),
+            names.join(", ")
+        );
+        if !nested.is_empty() {
+            message.push_str(&format!("; groups under it: {}", nested.join(", ")));
+        }
+        CallError(message)
+    }
+
+    /// There is no group `group`: the groups beside it, else the top-level ones.
+    fn no_group(&self, group: &str) -> CallError {
+        let all: Vec<&str> = self.groups.keys().map(String::as_str).collect();
+        let parent = group.rsplit_once('.').map(|(p, _)| p);
+        let beside: Vec<&str> = all
+            .iter()
+            .copied()
+            .filter(|g| {
+                parent.is_some_and(|p| g.strip_prefix(p).is_some_and(|rest| rest.starts_with('.')))
+            })
+            .collect();
+        let listed: Vec<&str> = if beside.is_empty() {
+            let mut top: Vec<&str> = all
+                .iter()
+                .map(|g| g.split('.').next().unwrap_or(g))
+                .collect();
+            top.dedup();
+            top
+        } else {
+            beside
+        };
+        CallError(format!(
+            "no group `api.{group}`{} Search the docs for the operation you need; groups include {}",
+            did_you_mean(group, &all),
+            listed
+                .iter()
+                .take(20)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(ops: &[(&str, &str, &str)]) -> Names {
+        Names::new(ops.iter().copied())
+    }
+
+    #[test]
+    fn finds_exact_names_and_the_spellings_official_sdks_use() {
+        let names = names(&[
+            ("secondaryDns.incoming", "get", "GET"),
+            ("healthchecks.preview", "create", "POST"),
+            ("dns.records", "list", "GET"),
+            ("dns.records", "get", "GET"),
+            ("dns.records", "edit", "PATCH"),
+            ("dns.records", "delete", "DELETE"),
+            ("managedHeaders", "get", "GET"),
+            ("customers", "del", "DELETE"),
+            ("customers", "retrieve", "GET"),
+            ("ssl", "analyze", "POST"),
+            ("radar.search.global", "get", "GET"),
+        ]);
+        assert_eq!(names.find("dns.records", "list").unwrap(), 2);
+        assert_eq!(names.find("secondaryDNS.incoming", "get").unwrap(), 0);
+        assert_eq!(names.find("healthchecks.previews", "create").unwrap(), 1);
+        assert_eq!(names.find("dns.records", "update").unwrap(), 4);
+        assert_eq!(names.find("dns.records", "del").unwrap(), 5);
+        assert_eq!(names.find("managedHeaders", "list").unwrap(), 6);
+        assert_eq!(names.find("customers", "delete").unwrap(), 7);
+        assert_eq!(names.find("customers", "get").unwrap(), 8);
+        assert_eq!(names.find("ssl.analyze", "create").unwrap(), 9);
+        assert_eq!(names.find("radar.search", "global").unwrap(), 10);
+        // A verb that is not the action's HTTP method finds nothing.
+        assert!(names.find("ssl.analyze", "delete").is_err());
+    }
+
+    #[test]
+    fn a_write_is_reached_only_by_a_verb_that_fits_it_and_nothing_else() {
+        let names = names(&[
+            ("zones.settings", "update", "PUT"),
+            ("testHelpers.refunds", "expire", "POST"),
+            ("account", "retrieve", "GET"),
+            ("accounts", "list", "GET"),
+        ]);
+        // `edit` is a partial update: it never reaches a PUT that replaces the whole.
+        assert!(names.find("zones.settings", "edit").is_err());
+        // A group called as a method reaches its one method only when that reads.
+        assert!(names.find("testHelpers", "refunds").is_err());
+        // `account.list` could be `account.retrieve` (its one read) or `accounts.list`.
+        let error = names.find("account", "list").unwrap_err().0;
+        assert!(
+            error.contains("could be any of api.account.retrieve, api.accounts.list"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn an_ambiguous_or_unknown_spelling_is_an_error_naming_what_exists() {
+        let names = names(&[
+            ("dns.records", "list", "GET"),
+            ("dns.records", "get", "GET"),
+            ("dns.records.exports", "list", "GET"),
+        ]);
+        // `retrieve` is `get` (its synonym), but `read` is nothing: never a guess between two.
+        assert_eq!(names.find("dns.records", "retrieve").unwrap(), 1);
+        let error = names.find("dns.records", "read").unwrap_err().0;
+        assert!(
+            error.contains("Methods of api.dns.records: get, list"),
+            "{error}"
+        );
+        assert!(error.contains("groups under it: exports"), "{error}");
+        let error = names.find("dns.recordz", "list").unwrap_err().0;
+        assert!(error.contains("did you mean `dns.records`"), "{error}");
+        let error = names.find("zones", "list").unwrap_err().0;
+        assert!(error.contains("groups include dns"), "{error}");
+    }
+}
