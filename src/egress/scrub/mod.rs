@@ -6,7 +6,10 @@
 //! alignment, in UTF-16 or UTF-32, reversed, wrapped across lines, with invisible
 //! characters in it, or cut into pieces ([`encode::counting`]: ten characters of its
 //! secret part count, a piece of a secret gives part of it away, and of a short secret all
-//! but a few characters give the rest, which can be guessed). Whatever reaches the isolate
+//! but a few characters give the rest, which can be guessed; a fragment is looked for two
+//! characters shorter, since a backslash before it may take one or two along). A block run
+//! right after a backslash that takes its first characters is decoded as it came too.
+//! Whatever reaches the isolate
 //! the script can decode past any later check, so every string that enters it, and
 //! everything in an execution's outcome, passes [`Scrubber::scrub`]:
 //!

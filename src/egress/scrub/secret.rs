@@ -216,6 +216,27 @@ impl Secret {
         if self.apart && self.carried(text, DEPTH, true, search) {
             return true;
         }
+        // A block run right after a backslash that a decoding takes with its first
+        // characters (`\b` of base64, octal `\266` of hex) is decoded as it came: a
+        // script that leaves backslashes alone reads the whole run.
+        for at in memchr::memchr_iter(b'\\', text) {
+            if !text.get(at + 1).is_some_and(u8::is_ascii_alphanumeric) {
+                continue;
+            }
+            let start = at + 1;
+            let end = text[start..]
+                .iter()
+                .position(|b| !Block::ALL.iter().any(|k| k.class()[*b as usize]))
+                .map_or(text.len(), |p| start + p);
+            if end - start
+                >= Block::Hex
+                    .shortest(self.nested)
+                    .min(Block::Base64.shortest(self.nested))
+                && self.in_blocks(&text[start..end], DEPTH - 1, search)
+            {
+                return true;
+            }
+        }
         if self.carried(&decoded, DEPTH, true, search) {
             return true;
         }

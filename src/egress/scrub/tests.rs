@@ -841,3 +841,44 @@ fn any_depth_of_json_is_read_and_long_backslash_runs_are_ordinary() {
     }
     assert_eq!(clean, WITHHELD);
 }
+
+#[test]
+fn a_backslash_before_an_escape_does_not_hide_what_follows() {
+    // Found by `any_rendering_in_any_value_comes_out_clean`: a fragment HTML-escaped twice
+    // after a backslash. Decoding everything at each level turns `\&#102;` into `\f` and
+    // then a form feed, losing the `f`; a script that decodes only the HTML keeps it.
+    let scrubber = Scrubber::for_secret(SECRET);
+    let needle = "&#0000102;&amp;&#0000097;mp;&#0000101;&amp;&#0000108;&#0000116;;&#0000100;\
+                  =&#0000099;&plus;&amp;#00&#0000048;00&#0000057;8&#0000059;&amp;so&#0000108;&#0000059;";
+    assert!(stolen(needle).is_some(), "the needle carries a fragment");
+    for prefix in ["", "x", "\\", "\\\\", "\"\\\\"] {
+        let text = format!("{prefix}{needle}\\\"");
+        let out = scrubber.scrub(&text);
+        assert_eq!(stolen(&out), None, "{prefix:?}: {out}");
+    }
+    // Found by review: one escape of any kind, or a block encoding whose first characters
+    // a backslash escape takes (`\b` of base64, octal `\26` of hex).
+    for text in [
+        r"\f&amp;e&lt;d&#61;c&#43;b&#47;",
+        r"\f%26e%3Cd%3Dc%2Bb%2F",
+        r"\f=26e=3Cd=3Dc=2Bb=2F",
+        r"\f&e&lt;d=c+b/",
+        r"\f&amp;e<d=c+b/",
+        r"\b+c=d<e&#38;f'",
+        r"\b%2Bc=d<e&f'",
+        r"x\n\f&amp;e&lt;d&#61;c&#43;b&#47;",
+        r"\26233130323b26616d703b65266c743b64262336313b63262334333b62262334373b",
+        r"\bSYjMTAyOyZhbXA7ZSZsdDtkJiM2MTtjJiM0MztiJiM0Nzs",
+        r"\4OHJ2C1I7CJ62RBG7DIICR3K7DI2C8PM64TM69H36GPJMOH64CQ3EEO",
+    ] {
+        let out = scrubber.scrub(text);
+        assert_eq!(stolen(&out), None, "{text:?}: {out}");
+    }
+    // And one in UTF-16, as it stands after a backslash (`\f` there is a form feed once
+    // JSON-decoded, and the `f` is gone from that reading).
+    let wide: String = "f&e<d=c+b/".chars().flat_map(|c| [c, '\0']).collect();
+    for text in [format!("\\{wide}"), format!("\"\\{wide}\\\"")] {
+        let out = scrubber.scrub(&text);
+        assert_eq!(stolen(&out), None, "{text:?}: {out}");
+    }
+}
