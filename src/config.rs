@@ -51,6 +51,11 @@ pub struct ProviderFile {
     /// the built-in search vocabulary: `chargeback = "dispute"`, `"sign up" = "create"`.
     #[serde(default)]
     pub synonyms: BTreeMap<String, String>,
+    /// Group renames, `"access" = "zeroTrust.access"`: where the provider's official SDK
+    /// groups resources in a way its spec does not say (applied before the approval rules,
+    /// which name the renamed groups).
+    #[serde(default)]
+    pub names: BTreeMap<String, String>,
     /// The approval rules: `writes = "approve"`, and `[policy.operations]` by SDK name or glob.
     #[serde(default)]
     pub policy: PolicyFile,
@@ -247,7 +252,14 @@ impl ProviderFile {
         for warning in spec.iter().flat_map(|s| &s.warnings) {
             tracing::warn!(%warning, "spec");
         }
-        let api = spec.map(|s| Arc::new(s.api));
+        let api = match spec {
+            Some(mut spec) => {
+                crate::spec::rename_groups(&mut spec.api.operations, &self.names)
+                    .map_err(ConfigError::Invalid)?;
+                Some(Arc::new(spec.api))
+            }
+            None => None,
+        };
         let base_url = base_url(self.base_url, api.as_deref())?;
         let scheme = match (&self.auth, &api) {
             (Some(text), _) => text.parse::<AuthScheme>().map_err(ConfigError::Invalid)?,

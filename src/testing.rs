@@ -1,5 +1,6 @@
 //! What unit tests share: a proptest strategy for any JSON value, escapes and control
-//! characters included, for the properties of the scrubber and the output bounds.
+//! characters included, for the properties of the scrubber and the output bounds; a bare
+//! operation for the tests of naming and ranking.
 
 use proptest::prelude::*;
 use serde_json::Value;
@@ -29,4 +30,30 @@ pub fn json_value(width: usize) -> impl Strategy<Value = Value> {
             ]
         },
     )
+}
+
+/// An operation with these names and nothing else, for the tests of naming and ranking.
+pub fn operation(
+    id: &str,
+    method: &str,
+    path: &str,
+    group: &str,
+    name: &str,
+) -> crate::spec::Operation {
+    crate::spec::Operation {
+        id: id.into(),
+        method: method.into(),
+        path: path.into(),
+        group: group.into(),
+        name: name.into(),
+        summary: String::new(),
+        description: String::new(),
+        tags: Vec::new(),
+        params: Vec::new(),
+        body: None,
+        response: None,
+        resource: None,
+        deprecated: false,
+        policy: None,
+    }
 }

@@ -146,22 +146,7 @@ mod tests {
     use crate::spec::Operation;
 
     fn op(group: &str, name: &str, method: &str, path: &str) -> Operation {
-        Operation {
-            id: format!("{group}/{name}"),
-            method: method.into(),
-            path: path.into(),
-            group: group.into(),
-            name: name.into(),
-            summary: String::new(),
-            description: String::new(),
-            tags: Vec::new(),
-            params: Vec::new(),
-            body: None,
-            response: None,
-            resource: None,
-            deprecated: false,
-            policy: None,
-        }
+        crate::testing::operation(&format!("{group}/{name}"), method, path, group, name)
     }
 
     fn weights(query: &str) -> Vec<f32> {

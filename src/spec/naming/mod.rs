@@ -12,6 +12,9 @@
 
 mod from_id;
 mod from_path;
+mod renames;
+
+pub use renames::rename_groups;
 
 use std::collections::HashSet;
 
@@ -160,20 +163,8 @@ mod tests {
 
     fn op(id: &str, method: &str, path: &str, tags: &[&str]) -> Operation {
         Operation {
-            id: id.into(),
-            method: method.into(),
-            path: path.into(),
-            group: String::new(),
-            name: String::new(),
-            summary: String::new(),
-            description: String::new(),
             tags: tags.iter().map(|t| t.to_string()).collect(),
-            params: Vec::new(),
-            body: None,
-            response: None,
-            resource: None,
-            deprecated: false,
-            policy: None,
+            ..crate::testing::operation(id, method, path, "", "")
         }
     }
 
