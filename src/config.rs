@@ -513,6 +513,10 @@ pub struct ProviderArgs {
     /// Environment variable holding the provider secret; read once, never shown to scripts.
     #[arg(long)]
     pub secret_env: Option<String>,
+    /// A group rename, as a provider file's `[names]` gives them (repeatable):
+    /// `--name access=zeroTrust.access`.
+    #[arg(long = "name", value_name = "GROUP=NEW", value_parser = group_rename)]
+    pub names: Vec<(String, String)>,
     /// Approval rules and channels.
     #[command(flatten)]
     pub approval: ApprovalArgs,
@@ -521,12 +525,25 @@ pub struct ProviderArgs {
     pub model: ModelArgs,
 }
 
+/// Parses `GROUP=NEW`, a group rename given on the command line.
+pub fn group_rename(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((from, to)) if !from.trim().is_empty() && !to.trim().is_empty() => {
+            Ok((from.trim().to_owned(), to.trim().to_owned()))
+        }
+        _ => Err(format!(
+            "`{text}` is not GROUP=NEW, like --name access=zeroTrust.access"
+        )),
+    }
+}
+
 impl ProviderArgs {
     /// Puts the given flags over `file`'s values.
     pub fn apply(self, file: &mut ProviderFile) {
         file.spec = self.spec.or(file.spec.take());
         file.base_url = self.base_url.or(file.base_url.take());
         file.allowed_origins.extend(self.allow_origins);
+        file.names.extend(self.names);
         file.auth = self.auth.or(file.auth.take());
         file.secret_env = self.secret_env.or(file.secret_env.take());
         file.approval = self.approval;

@@ -20,6 +20,10 @@ pub struct SpecArgs {
     /// Markdown guides to index with it (default: `guides/` beside a spec file).
     #[arg(long)]
     pub guides: Option<PathBuf>,
+    /// A group rename, as a provider file's `[names]` gives them (repeatable), so hits show
+    /// the names the server serves: `--name access=zeroTrust.access`.
+    #[arg(long = "name", value_name = "GROUP=NEW", value_parser = sdkbox::config::group_rename)]
+    pub names: Vec<(String, String)>,
 }
 
 /// The command's flags.
@@ -63,7 +67,9 @@ fn synonym(text: &str) -> Result<(String, String), String> {
 /// Loads a spec and its guides and builds the docs index.
 async fn load_docs(args: &SpecArgs) -> Result<(Arc<sdkbox::spec::Api>, DocsIndex, usize)> {
     let started = std::time::Instant::now();
-    let spec = sdkbox::spec::load(&args.spec).await?;
+    let mut spec = sdkbox::spec::load(&args.spec).await?;
+    let names = args.names.iter().cloned().collect();
+    sdkbox::spec::rename_groups(&mut spec.api.operations, &names).map_err(anyhow::Error::msg)?;
     for warning in &spec.warnings {
         eprintln!("warning: {warning}");
     }

@@ -186,3 +186,38 @@ fn search_takes_synonyms_on_the_command_line() {
     let error = String::from_utf8_lossy(&output.stderr);
     assert!(error.contains("`zorp` is not WORDS=API_WORDS"), "{error}");
 }
+
+/// Issue 22: `sdkbox search --name` shows hits under the renamed groups a provider file's
+/// `[names]` gives the server, and a rename that names no group is refused with a fix.
+#[test]
+fn search_takes_group_renames_on_the_command_line() {
+    let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/docs-index/demo/openapi.yaml");
+    let output = sdkbox()
+        .args([
+            "search",
+            "--spec",
+            spec,
+            "--limit",
+            "1",
+            "--name",
+            "refunds=billing.refunds",
+        ])
+        .arg("refund an order")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.starts_with("POST /refunds  api.billing.refunds.create("),
+        "{text}"
+    );
+    let output = sdkbox()
+        .args(["search", "--spec", spec, "--name", "refundz=billing", "x"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        error.contains("no group `refundz`; did you mean `refunds`?"),
+        "{error}"
+    );
+}

@@ -24,7 +24,17 @@ pub fn rename_groups(
         };
         if !valid(to) {
             return Err(format!(
-                "names: `{from}` = \"{to}\": a group is names with dots between them, like \"zeroTrust.access\""
+                "names: `{from}` = \"{to}\": a group is identifiers with dots between them, like \"zeroTrust.access\""
+            ));
+        }
+        // The names `api` and its nodes keep for themselves could not be called.
+        let reserved = to.split('.').enumerate().find(|(i, part)| {
+            super::RESERVED_METHODS.contains(part)
+                || (*i == 0 && super::RESERVED_GROUPS.contains(part))
+        });
+        if let Some((_, part)) = reserved {
+            return Err(format!(
+                "names: `{from}` = \"{to}\": `{part}` is a name scripts cannot call there (`api` keeps it); choose another"
             ));
         }
         if !operations
@@ -120,7 +130,17 @@ mod tests {
             "{error}"
         );
         let error = rename_groups(&mut ops(), &renames(&[("access", "zero trust")])).unwrap_err();
-        assert!(error.contains("names with dots between them"), "{error}");
+        assert!(
+            error.contains("identifiers with dots between them"),
+            "{error}"
+        );
+        for reserved in ["then", "paginate", "x.call", "x.toJSON"] {
+            let error = rename_groups(&mut ops(), &renames(&[("access", reserved)])).unwrap_err();
+            assert!(
+                error.contains("scripts cannot call there"),
+                "{reserved}: {error}"
+            );
+        }
         let error = rename_groups(&mut ops(), &renames(&[("access", "gateway")])).unwrap_err();
         assert!(error.contains("would both be api.gateway.list"), "{error}");
     }
