@@ -157,31 +157,25 @@ fn the_example_provider_files_parse() {
     assert!(error.contains("unknown field `secret`"), "{error}");
 }
 
+/// `sdkbox search --spec <the demo's spec> ARGS...`.
+fn search_demo(args: &[&str]) -> std::process::Output {
+    let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/docs-index/demo/openapi.yaml");
+    sdkbox()
+        .args(["search", "--spec", spec])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn search_takes_synonyms_on_the_command_line() {
-    let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/docs-index/demo/openapi.yaml");
-    let output = sdkbox()
-        .args([
-            "search",
-            "--spec",
-            spec,
-            "--limit",
-            "1",
-            "--synonym",
-            "zorp=refund",
-        ])
-        .arg("zorp an order")
-        .output()
-        .unwrap();
+    let output = search_demo(&["--limit", "1", "--synonym", "zorp=refund", "zorp an order"]);
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(
         text.starts_with("POST /refunds  api.refunds.create("),
         "{text}"
     );
-    let output = sdkbox()
-        .args(["search", "--spec", spec, "--synonym", "zorp", "x"])
-        .output()
-        .unwrap();
+    let output = search_demo(&["--synonym", "zorp", "x"]);
     assert!(!output.status.success());
     let error = String::from_utf8_lossy(&output.stderr);
     assert!(error.contains("`zorp` is not WORDS=API_WORDS"), "{error}");
@@ -191,29 +185,19 @@ fn search_takes_synonyms_on_the_command_line() {
 /// `[names]` gives the server, and a rename that names no group is refused with a fix.
 #[test]
 fn search_takes_group_renames_on_the_command_line() {
-    let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/docs-index/demo/openapi.yaml");
-    let output = sdkbox()
-        .args([
-            "search",
-            "--spec",
-            spec,
-            "--limit",
-            "1",
-            "--name",
-            "refunds=billing.refunds",
-        ])
-        .arg("refund an order")
-        .output()
-        .unwrap();
+    let output = search_demo(&[
+        "--limit",
+        "1",
+        "--name",
+        "refunds=billing.refunds",
+        "refund an order",
+    ]);
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(
         text.starts_with("POST /refunds  api.billing.refunds.create("),
         "{text}"
     );
-    let output = sdkbox()
-        .args(["search", "--spec", spec, "--name", "refundz=billing", "x"])
-        .output()
-        .unwrap();
+    let output = search_demo(&["--name", "refundz=billing", "x"]);
     assert!(!output.status.success());
     let error = String::from_utf8_lossy(&output.stderr);
     assert!(

@@ -179,53 +179,55 @@ fn report(provider: &str, share: &Share) -> (f64, f64) {
     (equal, reached)
 }
 
+/// Reports `share` and asserts its floors: enough routes compared, no spelling reaching
+/// another resource, and the two shares at or above `equal_floor` and `reached_floor`.
+fn holds(provider: &str, share: &Share, compared: usize, equal_floor: f64, reached_floor: f64) {
+    let (equal, reached) = report(provider, share);
+    assert!(
+        share.compared > compared,
+        "{provider}: only {} routes compared",
+        share.compared
+    );
+    assert!(share.wrong.is_empty(), "{provider}: {:?}", share.wrong);
+    assert!(
+        equal >= equal_floor && reached >= reached_floor,
+        "{provider}: {equal:.1}% named alike, {reached:.1}% reached"
+    );
+}
+
 #[tokio::test]
 async fn stripe_names_match_the_official_sdk() {
     let names = shipped_names("stripe.toml");
     let Some(share) = share("stripe-spec3.json", "stripe", &names).await else {
         return;
     };
-    let (equal, reached) = report("Stripe", &share);
-    assert!(
-        share.compared > 400,
-        "only {} routes compared",
-        share.compared
-    );
-    assert!(share.wrong.is_empty(), "{:?}", share.wrong);
-    assert!(
-        equal >= 90.0 && reached >= 92.0,
-        "Stripe: {equal:.1}% named alike, {reached:.1}% reached"
-    );
+    holds("Stripe", &share, 400, 90.0, 92.0);
 }
 
 /// Cloudflare's routes alone, and with the `[names]` of the shipped examples/cloudflare.toml
 /// (its official SDK's layout where the spec does not say it).
 #[tokio::test]
 async fn cloudflare_names_match_the_official_sdk() {
-    let by_routes = share("cloudflare-openapi.json", "cloudflare", &BTreeMap::new()).await;
-    let Some(share_alone) = by_routes else { return };
-    let (equal, reached) = report("Cloudflare, from the routes alone", &share_alone);
-    assert!(
-        share_alone.compared > 1000,
-        "only {} routes compared",
-        share_alone.compared
-    );
-    assert!(share_alone.wrong.is_empty(), "{:?}", share_alone.wrong);
-    assert!(
-        equal >= 45.0 && reached >= 55.0,
-        "Cloudflare: {equal:.1}% named alike, {reached:.1}% reached"
-    );
-    let names = shipped_names("cloudflare.toml");
-    let Some(shipped) = share("cloudflare-openapi.json", "cloudflare", &names).await else {
+    let spec = "cloudflare-openapi.json";
+    let Some(alone) = share(spec, "cloudflare", &BTreeMap::new()).await else {
         return;
     };
-    let (equal, reached) = report(
+    holds(
+        "Cloudflare, from the routes alone",
+        &alone,
+        1000,
+        45.0,
+        55.0,
+    );
+    let names = shipped_names("cloudflare.toml");
+    let Some(shipped) = share(spec, "cloudflare", &names).await else {
+        return;
+    };
+    holds(
         "Cloudflare, with examples/cloudflare.toml's [names]",
         &shipped,
-    );
-    assert!(shipped.wrong.is_empty(), "{:?}", shipped.wrong);
-    assert!(
-        equal >= 80.0 && reached >= 90.0,
-        "Cloudflare: {equal:.1}% named alike, {reached:.1}% reached"
+        1000,
+        80.0,
+        90.0,
     );
 }

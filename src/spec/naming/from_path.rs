@@ -70,7 +70,8 @@ fn segments(path: &str) -> Vec<String> {
     out
 }
 
-fn is_version(segment: &str) -> bool {
+/// Whether a segment is a version like `v1` (a prefix, not a resource).
+pub(super) fn is_version(segment: &str) -> bool {
     segment.len() <= 3
         && segment.starts_with('v')
         && segment.len() > 1

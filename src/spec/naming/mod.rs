@@ -47,10 +47,11 @@ pub fn assign(operations: &mut [Operation]) {
     let routes = from_path::Routes::new(operations);
     for index in order {
         let op = &operations[index];
+        // The group of a named id without tags: its first resource, not a version (`v1`).
         let first_segment = op
             .path
             .split('/')
-            .find(|s| !s.is_empty() && !s.starts_with('{'));
+            .find(|s| !s.is_empty() && !s.starts_with('{') && !from_path::is_version(s));
         let (group, name) = match from_id::is_a_name(&op.id) {
             true => from_id::name(op, first_segment),
             false => routes
@@ -267,6 +268,12 @@ mod tests {
                 "customers.del",
             ]
         );
+    }
+
+    #[test]
+    fn a_named_id_without_tags_is_grouped_by_its_first_resource_not_a_version() {
+        let names = named(vec![op("listWidgets", "GET", "/v1/widgets", &[])]);
+        assert_eq!(names, ["widgets.list"]);
     }
 
     #[test]
