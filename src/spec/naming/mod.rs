@@ -44,7 +44,11 @@ pub fn assign(operations: &mut [Operation]) {
         let (a, b) = (&operations[a], &operations[b]);
         (&a.path, &a.method).cmp(&(&b.path, &b.method))
     });
-    let routes = from_path::Routes::new(operations);
+    // The routes are read only for a spec whose ids are not all names already (GitHub's are).
+    let routes = operations
+        .iter()
+        .any(|op| !from_id::is_a_name(&op.id))
+        .then(|| from_path::Routes::new(operations));
     for index in order {
         let op = &operations[index];
         // The group of a named id without tags: its first resource, not a version (`v1`).
@@ -55,7 +59,8 @@ pub fn assign(operations: &mut [Operation]) {
         let (group, name) = match from_id::is_a_name(&op.id) {
             true => from_id::name(op, first_segment),
             false => routes
-                .name(op)
+                .as_ref()
+                .and_then(|routes| routes.name(op))
                 .unwrap_or_else(|| from_id::name(op, first_segment)),
         };
         let parts: Vec<String> = group
