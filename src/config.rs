@@ -62,6 +62,10 @@ pub struct ProviderFile {
     /// How `search_docs` ranks: `model_dir` for the embedding model.
     #[serde(default)]
     pub search: SearchFile,
+    /// Sign-in for remote clients over HTTP (OAuth; `--oauth-issuer` and `--public-url` on
+    /// the command line): not `auth`, the provider credential's scheme.
+    #[serde(default)]
+    pub oauth: crate::signin::OAuthFile,
     /// The command line's model settings, put over `search` (not read from the file).
     #[serde(skip)]
     pub model: ModelArgs,

@@ -16,6 +16,7 @@ pub mod sandbox;
 pub mod sdk;
 pub mod search;
 pub mod server;
+pub mod signin;
 pub mod spec;
 pub mod user_cache;
 pub mod worker;

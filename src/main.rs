@@ -21,7 +21,7 @@ enum Command {
     /// Run one TypeScript file in the sandbox and print the outcome as JSON.
     Exec(commands::exec::ExecArgs),
     /// Serve the MCP server for one provider: on stdio, or on HTTP with --http.
-    Serve(commands::serve::ServeArgs),
+    Serve(Box<commands::serve::ServeArgs>),
     /// Build the docs index of a spec and report what it holds.
     Index(commands::docs::SpecArgs),
     /// Search a spec's docs as the model would, and print the hits.
@@ -84,7 +84,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 Some(_) => tokio::runtime::Runtime::new(),
             }
             .context("cannot start the tokio runtime")?;
-            let served = runtime.block_on(commands::serve::serve(args));
+            let served = runtime.block_on(commands::serve::serve(*args));
             // A read of stdin blocks a thread that a plain drop would wait for forever (after
             // SIGTERM, say); the server's tasks, pool and directories are dropped either way.
             runtime.shutdown_timeout(std::time::Duration::from_secs(2));

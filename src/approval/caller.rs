@@ -10,7 +10,12 @@ use crate::hex::hex;
 /// and the authenticated subject, so that it is the same on every replica that shares the
 /// approval key and different for everything else.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Caller(String);
+pub struct Caller {
+    id: String,
+    /// Who signed in, readable (the subject, client and issuer), for the audit file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    signed_in: Option<String>,
+}
 
 /// What tells callers apart.
 #[derive(Debug, Clone, Copy, Default)]
@@ -21,7 +26,7 @@ pub struct CallerParts<'a> {
     /// `Mcp-Session-Id`). Requests without a session (2026-07-28 over HTTP, `--stateless`)
     /// are told apart only by the provider key and the subject.
     pub session: Option<&'a str>,
-    /// The authenticated subject (and client), once sign-in exists.
+    /// Who signed in (the token's subject, client and issuer), when sign-in is on.
     pub subject: Option<&'a str>,
 }
 
@@ -44,18 +49,26 @@ impl Caller {
                 None => feed(b"0"),
             }
         }
-        Self(hex(&hash.finalize()))
+        Self {
+            id: hex(&hash.finalize()),
+            signed_in: parts.subject.map(str::to_owned),
+        }
+    }
+
+    /// Who signed in, if anyone did: the subject, client and issuer.
+    pub fn signed_in(&self) -> Option<&str> {
+        self.signed_in.as_deref()
     }
 
     /// The caller's name, a hex digest: in the audit file and in what approvals bind to.
     pub fn id(&self) -> &str {
-        &self.0
+        &self.id
     }
 
     /// The caller as a number, for the pool: a worker serves one caller only.
     pub fn worker_identity(&self) -> u64 {
         let mut first = [0u8; 8];
-        for (slot, pair) in first.iter_mut().zip(self.0.as_bytes().chunks(2)) {
+        for (slot, pair) in first.iter_mut().zip(self.id.as_bytes().chunks(2)) {
             let text = std::str::from_utf8(pair).unwrap_or("0");
             *slot = u8::from_str_radix(text, 16).unwrap_or(0);
         }
@@ -67,8 +80,8 @@ impl Caller {
 /// script approves nothing for another, nor for another caller running the same script.
 pub fn code_digest(caller: &Caller, code: &str) -> String {
     let mut hash = Sha256::new();
-    hash.update((caller.0.len() as u64).to_le_bytes());
-    hash.update(caller.0.as_bytes());
+    hash.update((caller.id.len() as u64).to_le_bytes());
+    hash.update(caller.id.as_bytes());
     hash.update(code.as_bytes());
     hex(&hash.finalize())
 }

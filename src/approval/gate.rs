@@ -65,6 +65,10 @@ pub struct Gate {
     /// 2026-07-28 retry).
     pub(super) chain: Option<Mutex<Chained>>,
     pub(super) state: Mutex<State>,
+    /// Why every write of this run is refused whatever the rules say (a sign-in without the
+    /// write scope), and whether one was.
+    writes_refused: std::sync::OnceLock<String>,
+    refused_a_write: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -114,6 +118,8 @@ impl Gate {
             dry_run,
             chain: chain.map(Mutex::new),
             state: Mutex::default(),
+            writes_refused: std::sync::OnceLock::new(),
+            refused_a_write: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -130,6 +136,18 @@ impl Gate {
         );
         let caller = approvals.caller(0, None, None);
         Self::new(approvals, caller, "", None, None, false)
+    }
+
+    /// Refuses every write of this run, before any rule, journal or human is consulted, saying
+    /// `why` (the caller's sign-in does not hold the write scope).
+    pub fn refuse_writes(&self, why: String) {
+        let _ = self.writes_refused.set(why);
+    }
+
+    /// Whether a write was refused for the reason [`Gate::refuse_writes`] gave.
+    pub fn refused_a_write(&self) -> bool {
+        self.refused_a_write
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// This run continues earlier rounds of the same code: their unused decisions (given
@@ -220,6 +238,7 @@ impl Gate {
         Subject {
             execution: self.execution.clone(),
             caller: self.caller.id().to_owned(),
+            signed_in: self.caller.signed_in().map(str::to_owned),
             code: self.code.clone(),
             operation: operation.clone(),
             method: method.to_owned(),
@@ -355,7 +374,8 @@ impl Gate {
             .unwrap_or_else(|| request.url.path().to_owned());
         let key = self.key(fingerprint.clone(), format!("{} {place}", request.method));
         let mut claimed = None;
-        let consulted = match write && rule != Rule::Deny && !self.dry_run {
+        let refused = self.writes_refused.get().filter(|_| write);
+        let consulted = match write && rule != Rule::Deny && !self.dry_run && refused.is_none() {
             true => self.consult_journal(
                 &key,
                 &|decision, why| Note {
@@ -366,9 +386,18 @@ impl Gate {
             ),
             false => Ok(None),
         };
-        let decision = match consulted {
-            Err(decision) => *decision,
-            Ok(claim) => {
+        let decision = match (refused, consulted) {
+            (Some(why), _) => {
+                self.refused_a_write
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                let note = Note {
+                    because: "the sign-in does not hold the write scope".to_owned(),
+                    ..note(Verdict::Denied, None, None)
+                };
+                Decision::Refuse(note, format!("{} was not sent: {why}", shown().what()))
+            }
+            (None, Err(decision)) => *decision,
+            (None, Ok(claim)) => {
                 claimed = claim;
                 match rule {
                     Rule::Deny => {

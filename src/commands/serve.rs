@@ -8,6 +8,7 @@ use clap::Args;
 use sdkbox::config::{Embedded, ProviderArgs, ProviderFile};
 use sdkbox::sandbox::ExecLimits;
 use sdkbox::server::{HttpOptions, serve_http};
+use sdkbox::signin::SignIn;
 use sdkbox::worker::PoolConfig;
 use tokio_util::sync::CancellationToken;
 use url::Url;
@@ -28,10 +29,18 @@ pub struct ServeArgs {
     /// Serve streamable HTTP at /mcp on this address instead of stdio (e.g. 127.0.0.1:8080).
     #[arg(long)]
     pub http: Option<std::net::SocketAddr>,
-    /// Environment variable holding the bearer token HTTP clients must send (required off
-    /// loopback).
-    #[arg(long)]
+    /// Environment variable holding the bearer token HTTP clients must send (off loopback,
+    /// this or sign-in is required).
+    #[arg(long, conflicts_with = "oauth_issuer")]
     pub token_env: Option<String>,
+    /// Sign-in: the OAuth authorization server (issuer URL) whose access tokens HTTP clients
+    /// send; with --public-url (also `[oauth]` in the provider file).
+    #[arg(long)]
+    pub oauth_issuer: Option<Url>,
+    /// Sign-in: this server's MCP URL as clients reach it (`https://mcp.example.com/mcp`), the
+    /// audience its tokens must name.
+    #[arg(long)]
+    pub public_url: Option<Url>,
     /// A browser origin allowed to call the HTTP server (repeatable; loopback is allowed).
     #[arg(long = "allowed-origin")]
     pub allowed_origins: Vec<String>,
@@ -121,6 +130,31 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
         (None, None)
     };
     args.provider.apply(&mut file);
+    file.oauth.issuer = args.oauth_issuer.clone().or(file.oauth.issuer.take());
+    file.oauth.public_url = args.public_url.clone().or(file.oauth.public_url.take());
+    let sign_in = match (file.oauth.wanted(), args.http) {
+        (false, _) => None,
+        (true, None) if args.oauth_issuer.is_some() || args.public_url.is_some() => {
+            anyhow::bail!(
+                "--oauth-issuer and --public-url are for --http: stdio has one local client and no sign-in"
+            )
+        }
+        (true, None) => {
+            tracing::info!(
+                "the provider file's [oauth] applies to --http only; stdio serves without sign-in"
+            );
+            None
+        }
+        (true, Some(_)) => {
+            if args.token_env.is_some() {
+                anyhow::bail!(
+                    "--token-env and the provider file's [oauth] exclude each other: choose one"
+                );
+            }
+            let settings = file.oauth.check(&|name| std::env::var(name).ok())?;
+            Some(std::sync::Arc::new(SignIn::start(settings).await?))
+        }
+    };
     file.session_key_header = args.session_key_header.or(file.session_key_header);
     file.limits.workers = args.workers.or(file.limits.workers);
     let pool_config = PoolConfig::for_this_binary(ExecLimits::default().memory_bytes)?;
@@ -152,6 +186,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
             };
             let options = HttpOptions {
                 token,
+                sign_in,
                 allowed_origins: args.allowed_origins,
                 allowed_hosts: args.allowed_hosts,
                 stateless: args.stateless,

@@ -1,5 +1,6 @@
 //! Streamable HTTP at `/mcp` (rmcp on axum), with `GET /healthz`. Loopback by default;
-//! binding elsewhere needs a bearer token, checked in constant time. Browser `Origin`s are
+//! binding elsewhere needs a bearer token, checked in constant time, or sign-in (OAuth, see
+//! `crate::signin`, with its protected resource metadata served here). Browser `Origin`s are
 //! checked against an allowlist (DNS rebinding), request bodies are capped, connections and
 //! sessions are capped (`listen.rs`, `sessions.rs`) and a request's headers must arrive in
 //! time.
@@ -20,12 +21,15 @@ use tokio_util::sync::CancellationToken;
 use super::listen::{ConnectionLimits, busy};
 use super::sessions::BoundedSessions;
 use super::{Provider, SdkboxServer, ServeError};
+use crate::signin::SignIn;
 
 /// How the HTTP transport runs.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
-    /// The bearer token clients must send; required off loopback.
+    /// The bearer token clients must send; off loopback it or sign-in is required.
     pub token: Option<String>,
+    /// Sign-in (OAuth): clients send access tokens of the configured issuer instead.
+    pub sign_in: Option<Arc<SignIn>>,
     /// Browser origins allowed besides loopback ones (`https://app.example.com`).
     pub allowed_origins: Vec<String>,
     /// Host names clients reach the server by, besides loopback ones.
@@ -54,9 +58,15 @@ pub async fn serve_http(
     let address: SocketAddr = listener
         .local_addr()
         .map_err(|e| ServeError(e.to_string()))?;
-    if !address.ip().is_loopback() && options.token.is_none() {
+    if options.token.is_some() && options.sign_in.is_some() {
+        return Err(ServeError(
+            "--token-env and sign-in (--oauth-issuer, [oauth]) exclude each other: choose one"
+                .into(),
+        ));
+    }
+    if !address.ip().is_loopback() && options.token.is_none() && options.sign_in.is_none() {
         return Err(ServeError(format!(
-            "refusing to serve on {address} without a bearer token: set one with --token-env NAME, or bind to 127.0.0.1"
+            "refusing to serve on {address} without a bearer token or sign-in: set --token-env NAME, or --oauth-issuer URL with --public-url URL, or bind to 127.0.0.1"
         )));
     }
     let mut config = StreamableHttpServerConfig::default();
@@ -86,8 +96,10 @@ pub async fn serve_http(
         options.max_sessions,
         options.session_idle,
     ));
+    let name = format!("sdkbox: {}", provider.name);
+    let for_sessions = options.sign_in.clone();
     let service = StreamableHttpService::new(
-        move || Ok(SdkboxServer::new(provider.clone(), None)),
+        move || Ok(SdkboxServer::new(provider.clone(), None).signed_in_by(for_sessions.clone())),
         sessions.clone(),
         config,
     );
@@ -101,11 +113,25 @@ pub async fn serve_http(
             Arc::new(room),
             sessions_have_room,
         ))
-        .layer(axum::middleware::from_fn_with_state(body, body_in_time))
-        .layer(axum::middleware::from_fn_with_state(token, require_token));
-    let app = Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .merge(mcp);
+        .layer(axum::middleware::from_fn_with_state(body, body_in_time));
+    let mcp = match &options.sign_in {
+        Some(sign_in) => mcp.layer(axum::middleware::from_fn_with_state(
+            sign_in.clone(),
+            super::signin::require_sign_in,
+        )),
+        None => mcp.layer(axum::middleware::from_fn_with_state(token, require_token)),
+    };
+    let mut app = Router::new().route("/healthz", get(|| async { "ok" }));
+    if let Some(sign_in) = &options.sign_in {
+        app = app.merge(super::signin::metadata_routes(sign_in.clone(), &name));
+        eprintln!(
+            "sdkbox: sign-in with {} for {} (resource metadata: {})",
+            sign_in.settings().issuer,
+            sign_in.settings().public_url,
+            sign_in.metadata_url()
+        );
+    }
+    let app = app.merge(mcp);
     tracing::info!("serving MCP on http://{address}/mcp");
     eprintln!("sdkbox: MCP endpoint http://{address}/mcp (health: http://{address}/healthz)");
     let connections = within_descriptors(options.connections);

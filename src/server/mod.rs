@@ -5,6 +5,7 @@ mod approve;
 mod http;
 mod listen;
 mod sessions;
+mod signin;
 mod stdio;
 mod tools;
 
@@ -28,6 +29,7 @@ use crate::egress::{Credential, Egress, EgressConfig};
 use crate::sandbox::ExecLimits;
 use crate::sdk::Sdk;
 use crate::search::{DEFAULT_LIMIT, DocsIndex, Filters};
+use crate::signin::{SignIn, SignedIn};
 use crate::worker::{Pool, Target};
 
 /// What the server instructs the model, once, at initialisation.
@@ -78,6 +80,8 @@ pub struct SdkboxServer {
     /// The MCP session when the transport has one of its own (stdio: the process's one
     /// client); over HTTP it is the request's `Mcp-Session-Id`, if any.
     session: Option<String>,
+    /// Sign-in, when the transport requires it: who signed in comes with each request.
+    sign_in: Option<Arc<SignIn>>,
 }
 
 #[tool_router]
@@ -90,7 +94,15 @@ impl SdkboxServer {
             tool_router: Self::tool_router(),
             session_egress: Arc::default(),
             session,
+            sign_in: None,
         }
+    }
+
+    /// This handler's requests come signed in through `sign_in` (the HTTP transport checked
+    /// their tokens); without the write scope their writes are refused.
+    pub fn signed_in_by(mut self, sign_in: Option<Arc<SignIn>>) -> Self {
+        self.sign_in = sign_in;
+        self
     }
 
     #[tool(
@@ -160,7 +172,8 @@ impl SdkboxServer {
             limits.timeout = limits.timeout.min(Duration::from_millis(ms.max(1)));
         }
         let egress = self.egress_for(&context)?;
-        let caller = self.caller(&context, &egress);
+        let signed_in = self.signed_in(&context)?;
+        let caller = self.caller(&context, &egress, signed_in.as_deref());
         let dry_run = input.dry_run.unwrap_or(false);
         let begun = self.provider.approvals.begin(
             &caller,
@@ -174,6 +187,13 @@ impl SdkboxServer {
             _ = context.ct.cancelled() => {
                 return Err(ErrorData::invalid_params("the call was cancelled", None));
             }
+        };
+        let read_only = match (&self.sign_in, &signed_in) {
+            (Some(sign_in), Some(signed_in)) if !signed_in.may_write => {
+                round.gate().refuse_writes(sign_in.write_refusal(signed_in));
+                Some((sign_in, signed_in))
+            }
+            _ => None,
         };
         let target = Target {
             egress,
@@ -200,21 +220,54 @@ impl SdkboxServer {
         if let Some(heartbeat) = heartbeat {
             heartbeat.abort();
         }
+        let step_up = read_only
+            .filter(|_| round.gate().refused_a_write())
+            .map(|(sign_in, signed_in)| sign_in.write_challenge(signed_in));
         let ending = round
             .end()
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         if let Ending::InputRequired(required) = ending {
             return Ok(CallToolResponse::InputRequired(required));
         }
-        Ok(CallToolResponse::Complete(tools::execute_result(
-            &outcome,
-            self.provider.limits.max_output_bytes,
-        )))
+        let mut result = tools::execute_result(&outcome, self.provider.limits.max_output_bytes);
+        if let Some(challenge) = step_up {
+            // For clients that step up from a tool result (ChatGPT's convention).
+            let mut meta = result.meta.take().unwrap_or_default();
+            meta.insert(
+                "mcp/www_authenticate".into(),
+                serde_json::json!([challenge]),
+            );
+            result.meta = Some(meta);
+        }
+        Ok(CallToolResponse::Complete(result))
     }
 
-    /// Who makes this call: the provider key egress acts with, and the MCP session (this
-    /// handler's own, or the request's `Mcp-Session-Id`).
-    fn caller(&self, context: &RequestContext<RoleServer>, egress: &Egress) -> Caller {
+    /// Who signed in to make this call, when sign-in is on; a request that reached here
+    /// without it is refused (the transport should have).
+    fn signed_in(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Option<Arc<SignedIn>>, ErrorData> {
+        if self.sign_in.is_none() {
+            return Ok(None);
+        }
+        context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Arc<SignedIn>>())
+            .cloned()
+            .map(Some)
+            .ok_or_else(|| ErrorData::invalid_request("this server needs sign-in", None))
+    }
+
+    /// Who makes this call: the provider key egress acts with, the MCP session (this
+    /// handler's own, or the request's `Mcp-Session-Id`) and who signed in.
+    fn caller(
+        &self,
+        context: &RequestContext<RoleServer>,
+        egress: &Egress,
+        signed_in: Option<&SignedIn>,
+    ) -> Caller {
         let approvals = &self.provider.approvals;
         let session = self.session.clone().or_else(|| {
             let parts = context.extensions.get::<axum::http::request::Parts>()?;
@@ -224,7 +277,7 @@ impl SdkboxServer {
         approvals.caller(
             egress.keyed_identity(approvals.key()),
             session.as_deref(),
-            None,
+            signed_in.map(SignedIn::who).as_deref(),
         )
     }
 

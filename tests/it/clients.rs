@@ -75,7 +75,7 @@ pub(crate) fn node_client() -> Option<PathBuf> {
     Some(dir)
 }
 
-fn python_client() -> Option<PathBuf> {
+pub(crate) fn python_client() -> Option<PathBuf> {
     available(
         "the Python client",
         &clients_dir().join("py/.venv/bin/python"),
@@ -84,7 +84,7 @@ fn python_client() -> Option<PathBuf> {
 }
 
 /// The protocol version a client in `era` must end up speaking.
-fn expected_protocol(era: &str) -> &'static str {
+pub(crate) fn expected_protocol(era: &str) -> &'static str {
     match era {
         "legacy" => "2025-11-25",
         _ => "2026-07-28",

@@ -34,6 +34,7 @@ mod sdk;
 mod search;
 mod semantic;
 mod sessions;
+mod signin;
 mod specs;
 mod support;
 mod transport;

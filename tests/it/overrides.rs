@@ -12,9 +12,8 @@ use sdkbox::egress::Egress;
 use sdkbox::sandbox::{ExecLimits, InProcessSandbox};
 use sdkbox::sdk::Sdk;
 use serde_json::Value;
-use tokio::io::AsyncBufReadExt;
 
-use crate::support::{requirement_met, run};
+use crate::support::run;
 
 fn folder() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/providers/express")
@@ -28,28 +27,7 @@ struct Express {
 
 impl Express {
     async fn start() -> Option<Self> {
-        let installed = folder().join("node_modules/method-override").exists();
-        if !requirement_met(
-            installed,
-            "the Express provider is not installed (scripts/test-deps)",
-        ) {
-            return None;
-        }
-        let mut child = tokio::process::Command::new("node")
-            .arg("server.mjs")
-            .current_dir(folder())
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let line = tokio::io::BufReader::new(stdout)
-            .lines()
-            .next_line()
-            .await
-            .unwrap()
-            .unwrap();
+        let (child, line) = crate::support::node_provider(&folder(), "method-override").await?;
         let port = serde_json::from_str::<Value>(&line).unwrap()["port"]
             .as_u64()
             .unwrap();

@@ -230,6 +230,38 @@ pub async fn serve_on_loopback(app: axum::Router) -> Url {
     Url::parse(&format!("http://127.0.0.1:{port}/v1")).unwrap()
 }
 
+/// A test provider in Node (`server.mjs` in `folder`, which ends when its stdin closes),
+/// started, and the first line it printed on stdout (where it listens); `None` (a skip, which
+/// CI refuses) when `installed` is not there.
+pub async fn node_provider(
+    folder: &std::path::Path,
+    installed: &str,
+) -> Option<(tokio::process::Child, String)> {
+    let present = folder.join("node_modules").join(installed).exists();
+    let reason = format!("{} is not installed (scripts/test-deps)", folder.display());
+    if !requirement_met(present, &reason) {
+        return None;
+    }
+    let mut child = tokio::process::Command::new("node")
+        .arg("server.mjs")
+        .current_dir(folder)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let line = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::io::BufReader::new(stdout).lines().next_line(),
+    )
+    .await
+    .expect("the provider did not start in 30 s")
+    .unwrap()
+    .expect("the provider ended before it listened");
+    Some((child, line))
+}
+
 /// Whether a test's requirement is met; when it is not, the test is skipped with `reason`
 /// printed, except in CI, which has everything and where a skip would hide a gap.
 pub fn requirement_met(met: bool, reason: &str) -> bool {

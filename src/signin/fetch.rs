@@ -1,0 +1,66 @@
+//! The few requests sign-in makes to the authorization server (metadata, keys,
+//! introspection): each bounded in time and size, so a slow or hostile server costs a refused
+//! token, never a stuck or swollen process.
+
+use std::time::Duration;
+
+use reqwest::Client;
+use serde_json::Value;
+use url::Url;
+
+use super::SignInError;
+
+/// How long one request to the authorization server may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The largest document read from it (metadata, a key set, an introspection answer).
+const MAX_DOCUMENT_BYTES: usize = 512 * 1024;
+
+/// The HTTP client sign-in uses: its own, with no cookies and few redirects.
+pub(super) fn client() -> Result<Client, SignInError> {
+    Client::builder()
+        .timeout(REQUEST_TIMEOUT)
+        .connect_timeout(REQUEST_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::limited(3))
+        .user_agent(concat!("sdkbox/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| SignInError::Unreachable(format!("cannot build an HTTP client: {e}")))
+}
+
+/// GETs a JSON document.
+pub(super) async fn get_json(client: &Client, url: &Url) -> Result<Value, SignInError> {
+    let request = client
+        .get(url.clone())
+        .header(reqwest::header::ACCEPT, "application/json");
+    read_json(request, url).await
+}
+
+/// Sends `request` and reads its JSON answer, within the size bound.
+pub(super) async fn read_json(
+    request: reqwest::RequestBuilder,
+    url: &Url,
+) -> Result<Value, SignInError> {
+    let unreachable = |why: String| SignInError::Unreachable(format!("{url}: {why}"));
+    let mut response = request
+        .send()
+        .await
+        .map_err(|e| unreachable(e.to_string()))?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(unreachable(format!("HTTP {status}")));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| unreachable(e.to_string()))?
+    {
+        if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
+            return Err(unreachable(format!(
+                "the answer is larger than {MAX_DOCUMENT_BYTES} bytes"
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    serde_json::from_slice(&body).map_err(|e| unreachable(format!("not JSON: {e}")))
+}
