@@ -44,9 +44,9 @@ pub struct Subject {
     pub execution: String,
     /// Who ran it (see `Caller`).
     pub caller: String,
-    /// Who signed in to run it (subject, client, issuer), when sign-in is on.
+    /// Who signed in to run it (`{"iss", "sub", "client"}`), when sign-in is on.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub signed_in: Option<String>,
+    pub signed_in: Option<serde_json::Value>,
     /// The digest of its code.
     pub code: String,
     /// The operation egress classified it as, when it matched one.

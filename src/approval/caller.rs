@@ -12,7 +12,7 @@ use crate::hex::hex;
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Caller {
     id: String,
-    /// Who signed in, readable (the subject, client and issuer), for the audit file.
+    /// Who signed in (`SignedIn::who`: issuer, subject and client), for the audit file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     signed_in: Option<String>,
 }
@@ -26,7 +26,8 @@ pub struct CallerParts<'a> {
     /// `Mcp-Session-Id`). Requests without a session (2026-07-28 over HTTP, `--stateless`)
     /// are told apart only by the provider key and the subject.
     pub session: Option<&'a str>,
-    /// Who signed in (the token's subject, client and issuer), when sign-in is on.
+    /// Who signed in (`SignedIn::who`: the token's issuer, subject and client), when sign-in
+    /// is on.
     pub subject: Option<&'a str>,
 }
 
@@ -55,7 +56,7 @@ impl Caller {
         }
     }
 
-    /// Who signed in, if anyone did: the subject, client and issuer.
+    /// Who signed in, if anyone did (`SignedIn::who`).
     pub fn signed_in(&self) -> Option<&str> {
         self.signed_in.as_deref()
     }

@@ -238,7 +238,10 @@ impl Gate {
         Subject {
             execution: self.execution.clone(),
             caller: self.caller.id().to_owned(),
-            signed_in: self.caller.signed_in().map(str::to_owned),
+            signed_in: self
+                .caller
+                .signed_in()
+                .and_then(|who| serde_json::from_str(who).ok()),
             code: self.code.clone(),
             operation: operation.clone(),
             method: method.to_owned(),

@@ -99,13 +99,11 @@ impl SignedIn {
         }
     }
 
-    /// Who this is, as the audit file and the approval state name them: the subject, the
-    /// client and the issuer (two clients of one user are two callers).
+    /// Who this is, as the approval state and the audit file name them: a JSON object of the
+    /// issuer, the subject and the client (JSON, so that no subject can spell another
+    /// caller; two clients of one user are two callers).
     pub fn who(&self) -> String {
-        match &self.client {
-            Some(client) => format!("{} (client {client}) at {}", self.subject, self.issuer),
-            None => format!("{} at {}", self.subject, self.issuer),
-        }
+        json!({"iss": self.issuer, "sub": self.subject, "client": self.client}).to_string()
     }
 }
 

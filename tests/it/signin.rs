@@ -562,7 +562,11 @@ async fn two_subjects_never_share_an_approval() {
     let Some(idp) = AuthServer::start().await else {
         return;
     };
-    let (server, public) = signed_in_sdkbox(&idp.url, &["--stateless"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let audit_arg = audit.to_str().unwrap();
+    let (server, public) =
+        signed_in_sdkbox(&idp.url, &["--stateless", "--audit-log", audit_arg]).await;
     let token = |sub: &str| {
         idp.mint(
             json!({"iss": idp.url, "aud": public, "sub": sub, "client_id": "same-client",
@@ -607,6 +611,32 @@ async fn two_subjects_never_share_an_approval() {
     let again = run(alice.clone(), code).await;
     assert_eq!(again["structuredContent"]["ok"], true, "{again}");
     assert_eq!(run(alice, count).await["structuredContent"]["result"], 1);
+
+    // The audit file names who signed in, and two subjects are two callers there too.
+    let lines: Vec<Value> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let callers = |sub: &str| {
+        let mut ids: Vec<&str> = lines
+            .iter()
+            .filter(|l| l["signed_in"]["sub"] == sub)
+            .map(|l| l["caller"].as_str().unwrap())
+            .collect();
+        ids.dedup();
+        ids
+    };
+    let (alices, bobs) = (callers("alice"), callers("bob"));
+    assert_eq!(alices.len(), 1, "{lines:?}");
+    assert_eq!(bobs.len(), 1, "{lines:?}");
+    assert_ne!(alices, bobs);
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["signed_in"]["iss"] == idp.url.as_str()
+                && l["signed_in"]["client"] == "same-client")
+    );
 }
 
 /// Opaque access tokens, checked by the issuer's introspection endpoint: accepted for this
