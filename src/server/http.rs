@@ -116,7 +116,7 @@ pub async fn serve_http(
         .layer(axum::middleware::from_fn_with_state(body, body_in_time));
     let mcp = match &options.sign_in {
         Some(sign_in) => mcp.layer(axum::middleware::from_fn_with_state(
-            sign_in.clone(),
+            Arc::new(super::signin::Guard::new(sign_in.clone())),
             super::signin::require_sign_in,
         )),
         None => mcp.layer(axum::middleware::from_fn_with_state(token, require_token)),

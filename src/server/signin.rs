@@ -1,8 +1,11 @@
 //! Sign-in on the HTTP transport: the protected resource metadata routes, and the middleware
 //! that lets a request reach MCP only with an accepted access token, handing who signed in to
-//! the tools through the request's extensions.
+//! the tools through the request's extensions. An MCP session belongs to whoever opened it:
+//! another signed-in user who learns its id gets 404, as if it did not exist (the MCP
+//! security practices' binding of sessions to users).
 
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -11,7 +14,53 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
+use crate::lock::lock;
 use crate::signin::SignIn;
+
+/// The owners kept, at most: well above the sessions alive at once (a session whose owner was
+/// forgotten is refused, never handed to anyone).
+const MAX_OWNERS: usize = 20_000;
+
+/// Sign-in, and who opened each MCP session.
+pub struct Guard {
+    sign_in: Arc<SignIn>,
+    owners: Mutex<Owners>,
+}
+
+#[derive(Default)]
+struct Owners {
+    by_session: HashMap<String, String>,
+    order: VecDeque<String>,
+}
+
+impl Guard {
+    /// The guard of a server with sign-in.
+    pub fn new(sign_in: Arc<SignIn>) -> Self {
+        Self {
+            sign_in,
+            owners: Mutex::default(),
+        }
+    }
+
+    fn remember(&self, session: &str, who: String) {
+        let mut owners = lock(&self.owners);
+        if owners.by_session.insert(session.to_owned(), who).is_none() {
+            owners.order.push_back(session.to_owned());
+        }
+        while owners.order.len() > MAX_OWNERS {
+            if let Some(oldest) = owners.order.pop_front() {
+                owners.by_session.remove(&oldest);
+            }
+        }
+    }
+
+    fn owned_by(&self, session: &str, who: &str) -> bool {
+        lock(&self.owners)
+            .by_session
+            .get(session)
+            .is_some_and(|owner| owner == who)
+    }
+}
 
 /// `GET` of the protected resource metadata, at the root and the resource's path-suffixed
 /// well-known paths; any origin may read it (browser-based clients discover it too).
@@ -38,22 +87,20 @@ pub fn metadata_routes(sign_in: Arc<SignIn>, name: &str) -> Router {
 }
 
 /// Refuses a request without an accepted token (401, or 403 without the read scope), with the
-/// challenge that tells the client where to sign in; else passes it on with its `SignedIn`.
+/// challenge that tells the client where to sign in, and a request in a session another
+/// caller opened (404); else passes it on with its `SignedIn`.
 pub async fn require_sign_in(
-    State(sign_in): State<Arc<SignIn>>,
+    State(guard): State<Arc<Guard>>,
     mut request: Request,
     next: Next,
 ) -> Response {
+    let sign_in = &guard.sign_in;
     let authorization = request
         .headers()
         .get(header::AUTHORIZATION)
         .map(|v| v.to_str().unwrap_or("?"));
-    match sign_in.check(authorization).await {
-        Ok(signed_in) => {
-            tracing::debug!(who = %signed_in.who(), "signed in");
-            request.extensions_mut().insert(Arc::new(signed_in));
-            next.run(request).await
-        }
+    let signed_in = match sign_in.check(authorization).await {
+        Ok(signed_in) => signed_in,
         Err(refusal) => {
             let (status, challenge, body) = sign_in.challenge(&refusal);
             tracing::info!(status, %challenge, "refused a request's sign-in");
@@ -64,7 +111,32 @@ pub async fn require_sign_in(
                     .headers_mut()
                     .insert(header::WWW_AUTHENTICATE, value);
             }
-            response
+            return response;
         }
+    };
+    let who = signed_in.who();
+    let session = request
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap_or("?").to_owned());
+    if let Some(session) = &session
+        && !guard.owned_by(session, &who)
+    {
+        tracing::info!("refused a request in a session another caller opened");
+        return (
+            StatusCode::NOT_FOUND,
+            axum::Json(serde_json::json!({"error": "session not found: start a new one"})),
+        )
+            .into_response();
     }
+    tracing::debug!(%who, "signed in");
+    request.extensions_mut().insert(Arc::new(signed_in));
+    let response = next.run(request).await;
+    if session.is_none()
+        && let Some(opened) = response.headers().get("mcp-session-id")
+        && let Ok(opened) = opened.to_str()
+    {
+        guard.remember(opened, who);
+    }
+    response
 }

@@ -127,6 +127,17 @@ async fn signed_in_sdkbox(issuer: &str, args: &[&str]) -> (Listening, String) {
 
 /// One JSON-RPC request to the MCP endpoint: status, `WWW-Authenticate` and the body.
 async fn post(url: &str, token: Option<&str>, body: &Value) -> (u16, String, Value) {
+    let (status, challenge, _, body) = post_in(url, token, None, body).await;
+    (status, challenge, body)
+}
+
+/// The same, in an MCP session, with the session id the server answered with.
+async fn post_in(
+    url: &str,
+    token: Option<&str>,
+    session: Option<&str>,
+    body: &Value,
+) -> (u16, String, Option<String>, Value) {
     let mut request = reqwest::Client::new()
         .post(url)
         .header("content-type", "application/json")
@@ -136,8 +147,15 @@ async fn post(url: &str, token: Option<&str>, body: &Value) -> (u16, String, Val
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
     let response = request.send().await.unwrap();
     let status = response.status().as_u16();
+    let opened = response
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_owned());
     let challenge = response
         .headers()
         .get("www-authenticate")
@@ -153,6 +171,7 @@ async fn post(url: &str, token: Option<&str>, body: &Value) -> (u16, String, Val
     (
         status,
         challenge,
+        opened,
         serde_json::from_str(json).unwrap_or(Value::Null),
     )
 }
@@ -924,4 +943,37 @@ fn the_kubernetes_sign_in_example_is_a_valid_provider_file() {
         .unwrap();
     assert_eq!(settings.token_types, ["at+jwt", "jwt"]);
     assert!(settings.introspection.is_some());
+}
+
+/// An MCP session belongs to whoever opened it: another signed-in user who has its id is told
+/// it does not exist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_belongs_to_whoever_opened_it() {
+    let Some(idp) = AuthServer::start().await else {
+        return;
+    };
+    let (server, public) = signed_in_sdkbox(&idp.url, &[]).await;
+    let token = |sub: &str| {
+        idp.mint(
+            json!({"iss": idp.url, "aud": public, "sub": sub, "client_id": "c",
+                "scope": "sdkbox:read", "exp": now() + 300}),
+            json!({}),
+        )
+    };
+    let (alice, bob) = (token("alice").await, token("bob").await);
+    let (status, _, session, _) = post_in(&server.url, Some(&alice), None, &initialize()).await;
+    assert_eq!(status, 200);
+    let session = session.expect("a session id");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, ..) = post_in(&server.url, Some(&alice), Some(&session), &initialized).await;
+    assert_eq!(status, 202);
+    let list = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
+    let (status, _, _, body) = post_in(&server.url, Some(&bob), Some(&session), &list).await;
+    assert_eq!(status, 404, "{body}");
+    let (status, _, _, body) = post_in(&server.url, Some(&alice), Some(&session), &list).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["tools"].as_array().unwrap().len(), 2);
+    // A made-up session id is not found either, whoever asks.
+    let (status, ..) = post_in(&server.url, Some(&alice), Some("made-up"), &list).await;
+    assert_eq!(status, 404);
 }
