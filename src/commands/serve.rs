@@ -130,6 +130,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
         (None, None)
     };
     args.provider.apply(&mut file);
+    file.session_key_header = args.session_key_header.or(file.session_key_header);
     file.oauth.issuer = args.oauth_issuer.clone().or(file.oauth.issuer.take());
     file.oauth.public_url = args.public_url.clone().or(file.oauth.public_url.take());
     let sign_in = match (file.oauth.wanted(), args.http) {
@@ -151,11 +152,19 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
                     "--token-env and the provider file's [oauth] exclude each other: choose one"
                 );
             }
+            if let Some(header) = &file.session_key_header
+                && ["authorization", "proxy-authorization", "cookie"]
+                    .iter()
+                    .any(|h| header.eq_ignore_ascii_case(h))
+            {
+                anyhow::bail!(
+                    "session_key_header `{header}` carries the client's sign-in, which must never reach the provider: name another header (X-Provider-Key)"
+                );
+            }
             let settings = file.oauth.check(&|name| std::env::var(name).ok())?;
             Some(std::sync::Arc::new(SignIn::start(settings).await?))
         }
     };
-    file.session_key_header = args.session_key_header.or(file.session_key_header);
     file.limits.workers = args.workers.or(file.limits.workers);
     let pool_config = PoolConfig::for_this_binary(ExecLimits::default().memory_bytes)?;
     let provider = match file.build(pool_config, embedded, secret).await {

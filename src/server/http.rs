@@ -79,13 +79,24 @@ pub async fn serve_http(
     ];
     origins.extend(options.allowed_origins.iter().cloned());
     config = config.with_allowed_origins(origins);
-    if !options.allowed_hosts.is_empty() {
+    let mut allowed_hosts = options.allowed_hosts.clone();
+    // Clients reach a signed-in server by its public URL's host (through an ingress): that
+    // host is allowed without a flag.
+    if let Some(public) = options.sign_in.as_ref().map(|s| &s.settings().public_url)
+        && let Some(host) = public.host_str()
+    {
+        allowed_hosts.push(host.to_owned());
+        if let Some(port) = public.port() {
+            allowed_hosts.push(format!("{host}:{port}"));
+        }
+    }
+    if !allowed_hosts.is_empty() {
         let mut hosts = vec![
             "localhost".to_owned(),
             "127.0.0.1".to_owned(),
             "[::1]".to_owned(),
         ];
-        hosts.extend(options.allowed_hosts.iter().cloned());
+        hosts.extend(allowed_hosts);
         config = config.with_allowed_hosts(hosts);
     }
     if options.stateless {

@@ -284,7 +284,13 @@ impl SdkboxServer {
     /// The server's egress, or one with the key the client sent in the session-key header.
     fn egress_for(&self, context: &RequestContext<RoleServer>) -> Result<Egress, ErrorData> {
         let provider = &self.provider;
-        let key = provider.session_key_header.as_ref().and_then(|header| {
+        // Signed in, the Authorization header is the client's token: never a provider key.
+        let signed_in = self.sign_in.is_some();
+        let header = provider
+            .session_key_header
+            .as_ref()
+            .filter(|h| !(signed_in && h.eq_ignore_ascii_case("authorization")));
+        let key = header.and_then(|header| {
             let parts = context.extensions.get::<axum::http::request::Parts>()?;
             parts
                 .headers

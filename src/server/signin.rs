@@ -106,10 +106,11 @@ pub async fn require_sign_in(
             tracing::info!(status, %challenge, "refused a request's sign-in");
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::UNAUTHORIZED);
             let mut response = (status, axum::Json(body)).into_response();
-            if let Ok(value) = HeaderValue::from_str(&challenge) {
-                response
-                    .headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, value);
+            let headers = response.headers_mut();
+            if status == StatusCode::SERVICE_UNAVAILABLE {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            } else if let Ok(value) = HeaderValue::from_str(&challenge) {
+                headers.insert(header::WWW_AUTHENTICATE, value);
             }
             return response;
         }

@@ -11,6 +11,8 @@ use super::fetch::get_json;
 /// What sign-in needs from the issuer's metadata.
 #[derive(Debug, Clone)]
 pub(super) struct IssuerMetadata {
+    /// The issuer as the metadata (and so its tokens) spell it.
+    pub issuer: String,
     /// Its key set.
     pub jwks_uri: Option<Url>,
     /// Its introspection endpoint, if it has one.
@@ -30,11 +32,13 @@ fn candidates(issuer: &str) -> Vec<Url> {
         u.set_path(&p);
         u
     };
-    vec![
+    let mut urls = vec![
         at(format!("/.well-known/oauth-authorization-server{path}")),
         at(format!("{path}/.well-known/openid-configuration")),
         at(format!("/.well-known/openid-configuration{path}")),
-    ]
+    ];
+    urls.dedup();
+    urls
 }
 
 /// Reads the issuer's metadata: the first candidate that answers for this issuer.
@@ -43,19 +47,21 @@ pub(super) async fn discover(client: &Client, issuer: &str) -> Result<IssuerMeta
     for url in candidates(issuer) {
         let document = match get_json(client, &url).await {
             Ok(document) => document,
-            Err(error) => {
-                tried.push(error.to_string());
+            Err(SignInError::Unreachable(why) | SignInError::Settings(why)) => {
+                tried.push(why);
                 continue;
             }
         };
         let named = document["issuer"].as_str().unwrap_or_default();
-        if named != issuer {
+        // The same issuer, with or without a trailing slash (`Url` adds one to a bare host).
+        if named.trim_end_matches('/') != issuer.trim_end_matches('/') {
             return Err(SignInError::Settings(format!(
                 "the metadata at {url} is for issuer `{named}`, not `{issuer}`: set --oauth-issuer to exactly what the authorization server's tokens say in `iss`"
             )));
         }
         let url_of = |field: &str| document[field].as_str().and_then(|u| Url::parse(u).ok());
         return Ok(IssuerMetadata {
+            issuer: named.to_owned(),
             jwks_uri: url_of("jwks_uri"),
             introspection_endpoint: url_of("introspection_endpoint"),
         });
@@ -89,5 +95,6 @@ mod tests {
             root[0].as_str(),
             "https://idp.example.com/.well-known/oauth-authorization-server"
         );
+        assert_eq!(root.len(), 2, "{root:?}");
     }
 }

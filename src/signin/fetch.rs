@@ -16,15 +16,27 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest document read from it (metadata, a key set, an introspection answer).
 const MAX_DOCUMENT_BYTES: usize = 512 * 1024;
 
-/// The HTTP client sign-in uses: its own, with no cookies and few redirects.
+/// The HTTP client sign-in uses: its own, with no cookies and no redirects (a redirect could
+/// downgrade to plain http, or carry a token being introspected elsewhere).
 pub(super) fn client() -> Result<Client, SignInError> {
     Client::builder()
         .timeout(REQUEST_TIMEOUT)
         .connect_timeout(REQUEST_TIMEOUT)
-        .redirect(reqwest::redirect::Policy::limited(3))
+        .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("sdkbox/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| SignInError::Unreachable(format!("cannot build an HTTP client: {e}")))
+}
+
+/// Whether `url` may carry keys, tokens or secrets: https, or plain http on loopback.
+pub(super) fn secure(url: &Url) -> bool {
+    let loopback = match url.host() {
+        Some(url::Host::Domain(name)) => name == "localhost",
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    };
+    url.scheme() == "https" || (url.scheme() == "http" && loopback)
 }
 
 /// GETs a JSON document.
@@ -41,6 +53,11 @@ pub(super) async fn read_json(
     url: &Url,
 ) -> Result<Value, SignInError> {
     let unreachable = |why: String| SignInError::Unreachable(format!("{url}: {why}"));
+    if !secure(url) {
+        return Err(SignInError::Settings(format!(
+            "{url} must be https (plain http only on loopback)"
+        )));
+    }
     let mut response = request
         .send()
         .await

@@ -1,7 +1,10 @@
 //! Opaque access tokens, checked by the issuer's introspection endpoint (RFC 7662) as a
 //! client of its own. Answers are cached briefly by the token's digest (never the token
-//! itself), bounded in number, and few introspections run at once, so a flood of made-up
-//! tokens costs the issuer a bounded trickle of requests.
+//! itself), valid and refused ones apart, each bounded in number; few introspections run at
+//! once and few new ones start each second, so a flood of made-up tokens costs the issuer a
+//! bounded trickle of requests and evicts no valid token's answer. When the issuer cannot
+//! answer (busy, down, over the rate), the client is told to retry (503), never that its
+//! token is bad: a client that hears `invalid_token` throws its token away.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -16,7 +19,7 @@ use url::Url;
 
 use super::fetch::read_json;
 use super::settings::SignInSettings;
-use super::{Invalid, SignedIn};
+use super::{Invalid, Refusal, SignedIn};
 use crate::lock::lock;
 
 /// How long an introspection's answer is used (at most until the token expires).
@@ -27,6 +30,10 @@ const MAX_CACHED: usize = 10_000;
 
 /// Introspections running at once.
 const AT_ONCE: usize = 8;
+
+/// New introspections that may start each second, on average, and at once after a pause.
+const PER_SECOND: f64 = 20.0;
+const BURST: f64 = 40.0;
 
 /// How long a token waits for one of those.
 const QUEUE_WAIT: Duration = Duration::from_secs(10);
@@ -40,8 +47,11 @@ pub(super) struct Introspection {
     endpoint: Url,
     client_id: String,
     client_secret: String,
-    cache: Mutex<HashMap<[u8; 32], Cached>>,
+    accepted: Mutex<HashMap<[u8; 32], Cached>>,
+    refused: Mutex<HashMap<[u8; 32], Cached>>,
     running: Semaphore,
+    /// The token bucket of new introspections: what is left, and when it was last filled.
+    bucket: Mutex<(f64, Instant)>,
 }
 
 impl Introspection {
@@ -52,26 +62,39 @@ impl Introspection {
             endpoint,
             client_id,
             client_secret,
-            cache: Mutex::default(),
+            accepted: Mutex::default(),
+            refused: Mutex::default(),
             running: Semaphore::new(AT_ONCE),
+            bucket: Mutex::new((BURST, Instant::now())),
         }
     }
 
     /// Checks an opaque token: active, for this server's audience and issuer, not expired.
-    pub async fn check(&self, token: &str, settings: &SignInSettings) -> Result<SignedIn, Invalid> {
+    pub async fn check(&self, token: &str, settings: &SignInSettings) -> Result<SignedIn, Refusal> {
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         if let Some(known) = self.cached(&digest) {
-            return known;
+            return known.map_err(Refusal::Invalid);
+        }
+        let busy = || {
+            Refusal::Unavailable(
+                "the authorization server is busy checking other tokens; try again in a few seconds"
+                    .into(),
+            )
+        };
+        if !self.take_from_bucket() {
+            return Err(busy());
         }
         let Ok(Ok(_slot)) = tokio::time::timeout(QUEUE_WAIT, self.running.acquire()).await else {
-            return Err(Invalid(
-                "the authorization server is busy checking other tokens; try again".into(),
-            ));
+            return Err(busy());
         };
         let request = self
             .client
             .post(self.endpoint.clone())
-            .basic_auth(&self.client_id, Some(&self.client_secret))
+            // RFC 6749 §2.3.1: both form-encoded before Basic (a `+` or `:` in them survives).
+            .basic_auth(
+                form_encoded(&self.client_id),
+                Some(form_encoded(&self.client_secret)),
+            )
             .header(reqwest::header::ACCEPT, "application/json")
             .header(
                 reqwest::header::CONTENT_TYPE,
@@ -88,14 +111,19 @@ impl Introspection {
             Err(error) => {
                 tracing::warn!(%error, "token introspection failed");
                 // Not cached: the next request tries again.
-                return Err(Invalid(
-                    "the authorization server could not check the token; try again".into(),
+                return Err(Refusal::Unavailable(
+                    "the authorization server could not check the token; try again in a few seconds"
+                        .into(),
                 ));
             }
         };
         let (result, until) = judge(&answer, settings);
         let keep = Instant::now() + CACHE_FOR.min(until.unwrap_or(CACHE_FOR));
-        let mut cache = lock(&self.cache);
+        let cache = match result {
+            Ok(_) => &self.accepted,
+            Err(_) => &self.refused,
+        };
+        let mut cache = lock(cache);
         if cache.len() >= MAX_CACHED {
             let now = Instant::now();
             cache.retain(|_, (until, _)| *until > now);
@@ -104,14 +132,37 @@ impl Introspection {
             }
         }
         cache.insert(digest, (keep, result.clone()));
-        result
+        result.map_err(Refusal::Invalid)
     }
 
     fn cached(&self, digest: &[u8; 32]) -> Option<Result<SignedIn, Invalid>> {
-        let cache = lock(&self.cache);
-        let (until, result) = cache.get(digest)?;
-        (*until > Instant::now()).then(|| result.clone())
+        [&self.accepted, &self.refused]
+            .into_iter()
+            .find_map(|cache| {
+                let cache = lock(cache);
+                let (until, result) = cache.get(digest)?;
+                (*until > Instant::now()).then(|| result.clone())
+            })
     }
+
+    /// Takes one new introspection from the bucket, if there is one.
+    fn take_from_bucket(&self) -> bool {
+        let mut bucket = lock(&self.bucket);
+        let now = Instant::now();
+        let (left, filled) = *bucket;
+        let left = (left + now.duration_since(filled).as_secs_f64() * PER_SECOND).min(BURST);
+        *bucket = (left - 1.0, now);
+        if left < 1.0 {
+            bucket.0 = left;
+            return false;
+        }
+        true
+    }
+}
+
+/// `text` form-encoded, as a client's id and secret are before HTTP Basic.
+fn form_encoded(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
 /// What an introspection answer says, and how long it holds.
@@ -127,9 +178,25 @@ fn judge(
             None,
         );
     }
+    if let Some(kind) = answer["token_type"].as_str()
+        && !["bearer", "access_token", "dpop"].contains(&kind.to_ascii_lowercase().as_str())
+    {
+        return (
+            Err(Invalid(format!(
+                "the token is a {kind}, not an access token"
+            ))),
+            None,
+        );
+    }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
+    if answer["nbf"].as_u64().is_some_and(|nbf| nbf > now + 30) {
+        return (
+            Err(Invalid("the token is not valid yet (nbf)".into())),
+            None,
+        );
+    }
     let left = answer["exp"].as_u64().map(|exp| exp.saturating_sub(now));
     if left == Some(0) {
         return (
@@ -203,6 +270,25 @@ mod tests {
         .unwrap()
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn new_introspections_are_rate_limited() {
+        let introspection = Introspection::new(
+            reqwest::Client::new(),
+            Url::parse("https://idp.example.com/introspect").unwrap(),
+            "rs".into(),
+            "s".into(),
+        );
+        let taken = (0..100)
+            .filter(|_| introspection.take_from_bucket())
+            .count();
+        assert_eq!(taken, BURST as usize);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let taken = (0..100)
+            .filter(|_| introspection.take_from_bucket())
+            .count();
+        assert_eq!(taken, PER_SECOND as usize);
+    }
+
     #[test]
     fn an_answer_counts_only_when_active_for_this_audience_and_issuer() {
         let settings = settings();
@@ -226,6 +312,11 @@ mod tests {
             ),
             (json!({"exp": 1}), "expired"),
             (json!({"sub": "", "client_id": null}), "no subject"),
+            (
+                json!({"token_type": "refresh_token"}),
+                "not an access token",
+            ),
+            (json!({"nbf": far}), "not valid yet"),
         ] {
             let mut answer = good.clone();
             for (k, v) in change.as_object().unwrap() {

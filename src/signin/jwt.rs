@@ -44,6 +44,11 @@ struct Claims {
     client_id: Option<String>,
     #[serde(default)]
     azp: Option<String>,
+    /// Marks of an ID token: `at_hash` (OpenID Connect), a payload `typ` of `ID` (Keycloak).
+    #[serde(default)]
+    at_hash: Option<Value>,
+    #[serde(default)]
+    typ: Option<Value>,
 }
 
 /// Whether a token looks like a JWT (three base64url parts), rather than an opaque string.
@@ -127,6 +132,13 @@ pub(super) async fn check(
 
 /// Who a verified token names, and what it may do.
 fn signed_in(claims: Claims, settings: &SignInSettings) -> Result<SignedIn, Invalid> {
+    // An ID token for the same audience (possible where `JWT` types are accepted) is not an
+    // access token.
+    if claims.at_hash.is_some() || claims.typ.as_ref().is_some_and(|t| t == "ID") {
+        return Err(Invalid(
+            "the token is an ID token: send the access token".into(),
+        ));
+    }
     let Some(subject) = claims.sub.filter(|s| !s.is_empty()) else {
         return Err(Invalid("the token has no `sub` claim".into()));
     };

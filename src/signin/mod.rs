@@ -58,6 +58,12 @@ pub enum Refusal {
     NoToken,
     /// A token that is not accepted (HTTP 401, `invalid_token`).
     Invalid(Invalid),
+    /// An `Authorization: Bearer` header without a usable token (HTTP 400,
+    /// `invalid_request`).
+    Malformed(String),
+    /// The token could not be checked now (the issuer is busy or down): HTTP 503, retry; the
+    /// token is not called invalid, since clients throw invalid tokens away.
+    Unavailable(String),
     /// A valid token without the read scope (HTTP 403, `insufficient_scope`).
     InsufficientScope {
         /// The scopes the token holds.
@@ -130,6 +136,10 @@ impl SignIn {
     pub async fn start(settings: SignInSettings) -> Result<Self, SignInError> {
         let client = fetch::client()?;
         let metadata = discovery::discover(&client, &settings.issuer).await?;
+        // Tokens name the issuer as its metadata does (`https://tenant.auth0.com/` keeps its
+        // slash; most issuers have none), whichever way the operator wrote it.
+        let mut settings = settings;
+        settings.issuer = metadata.issuer.clone();
         let jwks = settings.jwks_url.clone().or(metadata.jwks_uri);
         let introspection = match &settings.introspection {
             None => None,
@@ -177,29 +187,27 @@ impl SignIn {
         let Some(value) = authorization else {
             return Err(Refusal::NoToken);
         };
-        let invalid = |why: &str| Refusal::Invalid(Invalid(why.to_owned()));
-        let Some((scheme, token)) = value.trim().split_once(' ') else {
-            return Err(invalid(
-                "send the access token as `Authorization: Bearer TOKEN`",
-            ));
-        };
+        // RFC 6750 §3.1: another scheme is no token at all; a bearer header without a
+        // usable token is a malformed request.
+        let (scheme, token) = value.trim().split_once(' ').unwrap_or((value.trim(), ""));
         if !scheme.eq_ignore_ascii_case("bearer") {
-            return Err(invalid(
-                "send the access token as `Authorization: Bearer TOKEN`",
-            ));
+            return Err(Refusal::NoToken);
         }
         let token = token.trim();
-        if token.is_empty() || token.len() > MAX_TOKEN_BYTES {
-            return Err(invalid("the access token is empty or too long"));
+        if token.is_empty() || token.len() > MAX_TOKEN_BYTES || token.contains(' ') {
+            return Err(Refusal::Malformed(
+                "send one access token as `Authorization: Bearer TOKEN` (at most 16 KiB)".into(),
+            ));
         }
         let signed_in = match (jwt::looks_like_jwt(token), &self.keys, &self.introspection) {
-            (true, Some(keys), _) => jwt::check(token, &self.settings, keys).await,
+            (true, Some(keys), _) => jwt::check(token, &self.settings, keys)
+                .await
+                .map_err(Refusal::Invalid),
             (_, _, Some(introspection)) => introspection.check(token, &self.settings).await,
-            (true, None, None) | (false, _, None) => Err(Invalid(
+            (true, None, None) | (false, _, None) => Err(Refusal::Invalid(Invalid(
                 "the access token is not a JWT this server can verify".into(),
-            )),
-        }
-        .map_err(Refusal::Invalid)?;
+            ))),
+        }?;
         if !signed_in.may_read {
             return Err(Refusal::InsufficientScope {
                 held: signed_in.scopes,
@@ -237,7 +245,8 @@ impl SignIn {
         })
     }
 
-    /// The HTTP status, `WWW-Authenticate` value and JSON body of a refusal.
+    /// The HTTP status, `WWW-Authenticate` value (empty when there is none) and JSON body of
+    /// a refusal.
     pub fn challenge(&self, refusal: &Refusal) -> (u16, String, Value) {
         let scopes = &self.settings.scopes;
         let metadata = self.metadata_url();
@@ -259,6 +268,19 @@ impl SignIn {
                     scopes.write
                 ),
                 json!({"error": "invalid_token", "error_description": why}),
+            ),
+            Refusal::Malformed(why) => (
+                400,
+                format!(
+                    "Bearer error=\"invalid_request\", error_description=\"{}\", resource_metadata=\"{metadata}\"",
+                    header_safe(why)
+                ),
+                json!({"error": "invalid_request", "error_description": why}),
+            ),
+            Refusal::Unavailable(why) => (
+                503,
+                String::new(),
+                json!({"error": "temporarily_unavailable", "error_description": why}),
             ),
             Refusal::InsufficientScope { held } => {
                 let why = format!(
@@ -386,18 +408,39 @@ mod tests {
         );
     }
 
+    #[test]
+    fn no_subject_can_spell_another_caller() {
+        let settings = sign_in().settings;
+        let who = |sub: &str, client: Option<&str>| {
+            SignedIn::new(&settings, sub.into(), client.map(str::to_owned), Vec::new()).who()
+        };
+        assert_ne!(who("alice (client evil)", None), who("alice", Some("evil")));
+        assert_ne!(
+            who("alice\",\"client\":\"evil", None),
+            who("alice", Some("evil"))
+        );
+        assert_eq!(who("alice", Some("c")), who("alice", Some("c")));
+    }
+
     #[tokio::test]
     async fn a_request_without_a_bearer_token_is_told_to_sign_in() {
         let sign_in = sign_in();
         assert!(matches!(sign_in.check(None).await, Err(Refusal::NoToken)));
+        assert!(matches!(
+            sign_in.check(Some("Basic abc")).await,
+            Err(Refusal::NoToken)
+        ));
         for header in [
-            "Basic abc",
+            "Bearer a b",
             "Bearer",
             "Bearer  ",
             &format!("Bearer {}", "a".repeat(MAX_TOKEN_BYTES + 1)),
         ] {
             assert!(
-                matches!(sign_in.check(Some(header)).await, Err(Refusal::Invalid(_))),
+                matches!(
+                    sign_in.check(Some(header)).await,
+                    Err(Refusal::Malformed(_))
+                ),
                 "{header:.30}"
             );
         }

@@ -145,24 +145,27 @@ impl OAuthFile {
                     .into(),
             )
         })?;
-        for (name, url) in [("issuer", issuer), ("public URL", &public_url)] {
-            let secure = url.scheme() == "https" || is_loopback(url);
-            if !secure {
+        let endpoint = self
+            .introspection
+            .as_ref()
+            .and_then(|i| i.endpoint.as_ref());
+        let urls = [
+            ("issuer", Some(issuer)),
+            ("public URL", Some(&public_url)),
+            ("key set URL", self.jwks_url.as_ref()),
+            ("introspection endpoint", endpoint),
+        ];
+        for (name, url) in urls.into_iter().filter_map(|(n, u)| Some((n, u?))) {
+            if !super::fetch::secure(url) {
                 return Err(bad(format!(
                     "the {name} {url} must be https (plain http only on loopback)"
                 )));
             }
-            if url.fragment().is_some() || url.query().is_some() {
+            if url.fragment().is_some() || url.query().is_some() && name != "key set URL" {
                 return Err(bad(format!(
                     "the {name} {url} must have no query and no fragment"
                 )));
             }
-        }
-        if let Some(jwks) = &self.jwks_url
-            && jwks.scheme() != "https"
-            && !is_loopback(jwks)
-        {
-            return Err(bad(format!("the key set URL {jwks} must be https")));
         }
         let scopes = self.scopes.clone();
         for (name, scope) in [("read", &scopes.read), ("write", &scopes.write)] {
@@ -254,15 +257,6 @@ pub(super) fn normal_type(typ: &str) -> String {
         .strip_prefix("application/")
         .unwrap_or(&lower)
         .to_owned()
-}
-
-fn is_loopback(url: &Url) -> bool {
-    match url.host() {
-        Some(url::Host::Domain(name)) => name == "localhost",
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    }
 }
 
 #[cfg(test)]

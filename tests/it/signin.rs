@@ -764,6 +764,17 @@ async fn sign_in_and_a_static_token_exclude_each_other() {
         .unwrap();
     let said = String::from_utf8_lossy(&output.stderr);
     assert!(said.contains("are for --http"), "{said}");
+    // The client's sign-in travels in Authorization: it can never be a provider key too.
+    let output = crate::support::sdkbox()
+        .args(["serve", "--demo", "--http", "127.0.0.1:0"])
+        .args(["--session-key-header", "Authorization"])
+        .args(["--oauth-issuer", "https://idp.example.com"])
+        .args(["--public-url", "https://m.example.com/mcp"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("never reach the provider"), "{said}");
 }
 
 /// The checks every sign-in client script runs (`signin.mjs`, `signin.py`).
@@ -976,4 +987,78 @@ async fn a_session_belongs_to_whoever_opened_it() {
     // A made-up session id is not found either, whoever asks.
     let (status, ..) = post_in(&server.url, Some(&alice), Some("made-up"), &list).await;
     assert_eq!(status, 404);
+}
+
+/// An issuer whose tokens say `https://tenant.example/` (with the slash, as Auth0's do) works
+/// however the operator writes it; and clients reach the server by its public URL's host
+/// (an ingress in front) without an `--allowed-host` flag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slashed_issuer_and_the_public_host_just_work() {
+    let Some(idp) = AuthServer::start().await else {
+        return;
+    };
+    // The metadata of an issuer spelled with a trailing slash, using the real server's keys.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let issuer = format!(
+        "http://127.0.0.1:{}/",
+        listener.local_addr().unwrap().port()
+    );
+    let metadata = json!({"issuer": issuer, "jwks_uri": format!("{}/jwks", idp.url)});
+    let app = Router::new().route(
+        "/.well-known/oauth-authorization-server",
+        axum::routing::get(move || async move { axum::Json(metadata) }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let public = "https://mcp.example.com/mcp";
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"));
+    command
+        .args(["serve", "--demo", "--http", "127.0.0.1:0"])
+        .args([
+            "--oauth-issuer",
+            issuer.trim_end_matches('/'),
+            "--public-url",
+            public,
+        ]);
+    let server = listening(command).await;
+    let token = idp
+        .mint(
+            json!({"iss": issuer, "aud": public, "sub": "alice", "scope": "sdkbox:read",
+                "exp": now() + 300}),
+            json!({}),
+        )
+        .await;
+    let through_ingress = |token: Option<&str>| {
+        let mut request = reqwest::Client::new()
+            .post(&server.url)
+            .header("host", "mcp.example.com")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize());
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+    let refused = through_ingress(None).await.unwrap();
+    assert_eq!(refused.status(), 401);
+    let challenge = refused.headers()["www-authenticate"].to_str().unwrap();
+    assert!(
+        challenge.contains(
+            "resource_metadata=\"https://mcp.example.com/.well-known/oauth-protected-resource/mcp\""
+        ),
+        "{challenge}"
+    );
+    let answered = through_ingress(Some(&token)).await.unwrap();
+    assert_eq!(answered.status(), 200, "{}", answered.text().await.unwrap());
+    let document: Value = reqwest::get(
+        server
+            .url
+            .replace("/mcp", "/.well-known/oauth-protected-resource/mcp"),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(document["authorization_servers"], json!([issuer]));
 }

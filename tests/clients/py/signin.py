@@ -216,6 +216,9 @@ async def main():
         challenges = (result.meta or {}).get("mcp/www_authenticate")
         if "sdkbox:write" in token_scopes:
             assert "sdkbox:write" not in said, f"a token with sdkbox:write was refused for its scope: {said}"
+            # The demo's rule for writes is approve, and this client offers no channel: the
+            # write reached the approval rules, which asked for the user's approval on the page.
+            assert "needs the user's approval" in str(state["write_result"]), f"the write did not reach the approval rules: {said}"
             assert challenges is None, f"a challenge although the token has sdkbox:write: {challenges}"
         else:
             assert "sdkbox:write" in str(state["write_result"]), f"the refusal does not name sdkbox:write: {said}"

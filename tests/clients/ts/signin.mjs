@@ -246,6 +246,9 @@ await check("write_scope", async () => {
   const challenges = result._meta?.["mcp/www_authenticate"];
   if (tokenScopes.includes("sdkbox:write")) {
     assert(!said.includes("sdkbox:write"), `a token with sdkbox:write was refused for its scope: ${said}`);
+    // The demo's rule for writes is approve, and this client offers no channel: the write
+    // reached the approval rules, which asked for the user's approval on the page.
+    assert(String(writeResult).includes("needs the user's approval"), `the write did not reach the approval rules: ${said}`);
     assert(challenges === undefined, `a challenge although the token has sdkbox:write: ${JSON.stringify(challenges)}`);
   } else {
     assert(String(writeResult).includes("sdkbox:write"), `the refusal does not name sdkbox:write: ${said}`);
