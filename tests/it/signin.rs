@@ -823,7 +823,7 @@ async fn the_official_clients_sign_in_and_work() {
         &'a str,
     );
     let both = "sdkbox:read sdkbox:write";
-    let runs: [Run; 8] = [
+    let runs: [Run; 10] = [
         ("ts", "v1", "legacy", "code", &[], "alice", both),
         (
             "ts",
@@ -846,9 +846,27 @@ async fn the_official_clients_sign_in_and_work() {
             both,
         ),
         (
+            "ts",
+            "v2",
+            "legacy",
+            "client_credentials",
+            &read_write,
+            "m2m-rw",
+            both,
+        ),
+        (
             "python",
             "",
             "legacy",
+            "client_credentials",
+            &read_write,
+            "m2m-rw",
+            both,
+        ),
+        (
+            "python",
+            "",
+            "2026-07-28",
             "client_credentials",
             &read_write,
             "m2m-rw",
