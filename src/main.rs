@@ -26,6 +26,8 @@ enum Command {
     Index(commands::docs::SpecArgs),
     /// Search a spec's docs as the model would, and print the hits.
     Search(commands::docs::SearchArgs),
+    /// Print the SDK a script sees as TypeScript declarations (`api` and the globals).
+    Types(commands::docs::TypesArgs),
     /// Internal: serve executions for a supervisor over standard input (a Unix socket).
     #[command(hide = true)]
     Worker(commands::worker::WorkerArgs),
@@ -99,6 +101,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let runtime =
                 tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;
             runtime.block_on(commands::docs::search(args))
+        }
+        Command::Types(args) => {
+            let runtime =
+                tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;
+            runtime.block_on(commands::docs::types(args))
         }
     }
 }

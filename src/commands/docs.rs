@@ -109,6 +109,29 @@ pub async fn index(args: SpecArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The command's flags.
+#[derive(Args)]
+pub struct TypesArgs {
+    /// The OpenAPI spec: a file or an http(s) URL.
+    #[arg(long)]
+    pub spec: String,
+    /// A group rename, as a provider file's `[names]` gives them (repeatable).
+    #[arg(long = "name", value_name = "GROUP=NEW", value_parser = sdkbox::config::group_rename)]
+    pub names: Vec<(String, String)>,
+}
+
+/// Prints the SDK a script sees as TypeScript declarations (`api` and the sandbox's globals).
+pub async fn types(args: TypesArgs) -> Result<ExitCode> {
+    let mut spec = sdkbox::spec::load(&args.spec).await?;
+    let names = args.names.iter().cloned().collect();
+    sdkbox::spec::rename_groups(&mut spec.api.operations, &names).map_err(anyhow::Error::msg)?;
+    for warning in &spec.warnings {
+        eprintln!("warning: {warning}");
+    }
+    print!("{}", sdkbox::sdk::declarations(&spec.api));
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Prints the hits the model would get; fails when there are none.
 pub async fn search(args: SearchArgs) -> Result<ExitCode> {
     let (api, docs, _) = load_docs(&args.spec).await?;

@@ -4,11 +4,13 @@
 //! the request. So loading the SDK costs a fresh runtime nothing, whatever the API's size,
 //! and every SDK call reaches egress knowing its operation.
 
+mod declarations;
 mod encode;
 mod names;
 mod typescript;
 mod validate;
 
+pub use declarations::{GLOBALS, declarations};
 pub use typescript::{call_hint, signature, type_of};
 pub use validate::did_you_mean;
 

@@ -51,16 +51,35 @@ pub fn call_hint(op: &Operation) -> String {
     }
 }
 
-/// `create(params: { email: string; name?: string }): Promise<{ id: string; ... }>`.
+/// `create(params: { email: string; name?: string }): Promise<{ id: string; ... }>`, objects
+/// shown a level or two deep: for search hits.
 pub fn signature(op: &Operation) -> String {
+    let (params, response) = call_types(op, &|shape| type_of(shape, 1), &|shape| type_of(shape, 2));
+    format!("{}({params}): Promise<{response}>", op.name)
+}
+
+/// A method's parameter list (`params?: { ... }`, or nothing) and its response type, each
+/// shape written by `param` or `response`: the one place that decides what a call takes, for
+/// search hits and the SDK's declarations alike.
+pub fn call_types(
+    op: &Operation,
+    param: &dyn Fn(&Shape) -> String,
+    response: &dyn Fn(&Shape) -> String,
+) -> (String, String) {
     let mut fields = Vec::new();
+    // A name in two places (a path `id` and a query `id`) is one property of the call: the
+    // first place it is in, required if either place requires it.
+    let mut seen = std::collections::HashSet::new();
     for p in op.params.iter().filter(|p| p.location != Location::Header) {
-        let optional = if p.required { "" } else { "?" };
-        fields.push(format!(
-            "{}{optional}: {}",
-            key(&p.name),
-            type_of(&p.shape, 1)
-        ));
+        if !seen.insert(p.name.as_str()) {
+            continue;
+        }
+        let required = op
+            .params
+            .iter()
+            .any(|q| q.name == p.name && q.required && q.location != Location::Header);
+        let optional = if required { "" } else { "?" };
+        fields.push(format!("{}{optional}: {}", key(&p.name), param(&p.shape)));
     }
     if let Some(body) = op.body.as_ref() {
         match &*body.shape {
@@ -73,7 +92,7 @@ pub fn signature(op: &Operation) -> String {
                 let mut under_body = Vec::new();
                 for f in body_fields {
                     let optional = if f.required { "" } else { "?" };
-                    let field = format!("{}{optional}: {}", key(&f.name), type_of(&f.shape, 1));
+                    let field = format!("{}{optional}: {}", key(&f.name), param(&f.shape));
                     if hidden.contains(&f.name.as_str()) {
                         under_body.push((f.required, field));
                     } else {
@@ -92,7 +111,7 @@ pub fn signature(op: &Operation) -> String {
             }
             shape => {
                 let optional = if body.required { "" } else { "?" };
-                fields.push(format!("body{optional}: {}", type_of(shape, 1)));
+                fields.push(format!("body{optional}: {}", param(shape)));
             }
         }
     }
@@ -113,8 +132,8 @@ pub fn signature(op: &Operation) -> String {
     let response = op
         .response
         .as_ref()
-        .map_or("unknown".to_owned(), |r| type_of(r, 2));
-    format!("{}({params}): Promise<{response}>", op.name)
+        .map_or("unknown".to_owned(), |r| response(r));
+    (params, response)
 }
 
 /// A shape as a TypeScript type, objects expanded `depth` levels deep.
@@ -122,23 +141,11 @@ pub fn type_of(shape: &Shape, depth: usize) -> String {
     match shape {
         Shape::Any => "unknown".into(),
         Shape::Recursive(name) => name.clone(),
-        Shape::String { values } if !values.is_empty() && values.len() <= 8 => values
-            .iter()
-            .map(|v| format!("\"{v}\""))
-            .collect::<Vec<_>>()
-            .join(" | "),
-        Shape::String { .. } => "string".into(),
-        Shape::Integer | Shape::Number => "number".into(),
-        Shape::Boolean => "boolean".into(),
-        Shape::Null => "null".into(),
-        Shape::Array(items) => {
-            let inner = type_of(items, depth);
-            if inner.contains(' ') && !inner.starts_with('{') {
-                format!("({inner})[]")
-            } else {
-                format!("{inner}[]")
-            }
+        Shape::String { values } if values.len() > 8 => "string".into(),
+        Shape::String { .. } | Shape::Integer | Shape::Number | Shape::Boolean | Shape::Null => {
+            scalar(shape)
         }
+        Shape::Array(items) => array_of(type_of(items, depth)),
         Shape::Object { fields, additional } => {
             if depth == 0 || fields.is_empty() {
                 return match additional {
@@ -174,7 +181,34 @@ pub fn type_of(shape: &Shape, depth: usize) -> String {
     }
 }
 
-fn key(name: &str) -> String {
+/// A string (its values as a literal union, when it lists them), number, boolean or null as
+/// a type; anything else is `unknown`.
+pub fn scalar(shape: &Shape) -> String {
+    match shape {
+        Shape::String { values } if !values.is_empty() => values
+            .iter()
+            .map(|v| serde_json::to_string(v).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join(" | "),
+        Shape::String { .. } => "string".into(),
+        Shape::Integer | Shape::Number => "number".into(),
+        Shape::Boolean => "boolean".into(),
+        Shape::Null => "null".into(),
+        _ => "unknown".into(),
+    }
+}
+
+/// An array of `inner`, parenthesised when it is a union.
+pub fn array_of(inner: String) -> String {
+    if inner.contains(' ') && !inner.starts_with('{') {
+        format!("({inner})[]")
+    } else {
+        format!("{inner}[]")
+    }
+}
+
+/// A property name as TypeScript writes it: bare when it is an identifier, else quoted.
+pub fn key(name: &str) -> String {
     if name
         .chars()
         .all(|c| c.is_alphanumeric() || c == '_' || c == '$')
@@ -182,6 +216,6 @@ fn key(name: &str) -> String {
     {
         name.to_owned()
     } else {
-        format!("\"{name}\"")
+        serde_json::to_string(name).unwrap_or_default()
     }
 }

@@ -38,3 +38,4 @@ mod signin;
 mod specs;
 mod support;
 mod transport;
+mod types;
