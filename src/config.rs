@@ -62,6 +62,11 @@ pub struct ProviderFile {
     /// How `search_docs` ranks: `model_dir` for the embedding model.
     #[serde(default)]
     pub search: SearchFile,
+    /// The type check of `execute`: `block` (certain errors in SDK calls stop the run; the
+    /// default), `warn` (never stops), or `off`.
+    pub typecheck: Option<crate::typecheck::Mode>,
+    /// The TypeScript 7 compiler (`tsc`) the type check uses; default: `tsc` on `PATH`.
+    pub tsc: Option<PathBuf>,
     /// Sign-in for remote clients over HTTP (OAuth; `--oauth-issuer` and `--public-url` on
     /// the command line): not `auth`, the provider credential's scheme.
     #[serde(default)]
@@ -403,6 +408,7 @@ impl ProviderFile {
         embedded: Option<Embedded>,
         secret: Option<String>,
     ) -> Result<Arc<Provider>, ConfigError> {
+        let (typecheck_mode, tsc_path) = (self.typecheck.unwrap_or_default(), self.tsc.clone());
         let loaded = self.load(embedded, secret).await?;
         let api = loaded.api.ok_or_else(|| {
             ConfigError::Invalid(
@@ -420,10 +426,18 @@ impl ProviderFile {
         if let Some(workers) = loaded.workers {
             pool_config.workers = workers.max(1);
         }
+        let sdk = Arc::new(Sdk::new(api.clone()));
+        let typecheck = match typecheck_mode {
+            crate::typecheck::Mode::Off => None,
+            mode => crate::typecheck::TypeCheck::start(mode, tsc_path.as_deref(), sdk.clone())
+                .await
+                .map(Arc::new),
+        };
         Ok(Arc::new(Provider {
+            typecheck,
             name: loaded.name.unwrap_or_else(|| api.title.clone()),
             docs,
-            sdk: Arc::new(Sdk::new(api)),
+            sdk,
             egress: Egress::new(loaded.egress_config.clone())?,
             egress_config: loaded.egress_config,
             pool: Pool::start(pool_config).await?,

@@ -18,6 +18,7 @@ pub mod search;
 pub mod server;
 pub mod signin;
 pub mod spec;
+pub mod typecheck;
 pub mod user_cache;
 pub mod worker;
 

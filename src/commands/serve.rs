@@ -53,6 +53,13 @@ pub struct ServeArgs {
     /// HTTP header in which a remote client may send its own provider key for its session.
     #[arg(long)]
     pub session_key_header: Option<String>,
+    /// The type check of execute: block (certain errors in SDK calls stop the run), warn or
+    /// off (default: the provider file's `typecheck`, else block when a compiler is found).
+    #[arg(long)]
+    pub typecheck: Option<sdkbox::typecheck::Mode>,
+    /// The TypeScript 7 compiler (`tsc`) to check scripts with; default: `tsc` on PATH.
+    #[arg(long, env = "SDKBOX_TSC")]
+    pub tsc: Option<PathBuf>,
     /// Executions at once.
     #[arg(long)]
     pub workers: Option<usize>,
@@ -166,6 +173,8 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
         }
     };
     file.limits.workers = args.workers.or(file.limits.workers);
+    file.typecheck = args.typecheck.or(file.typecheck);
+    file.tsc = args.tsc.clone().or(file.tsc.take());
     let pool_config = PoolConfig::for_this_binary(ExecLimits::default().memory_bytes)?;
     let provider = match file.build(pool_config, embedded, secret).await {
         Ok(provider) => provider,

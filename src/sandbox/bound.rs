@@ -61,6 +61,13 @@ impl Report {
     }
 }
 
+/// Adds the type check's `warnings` to a finished outcome, which still fits the bound of
+/// `max_output_bytes` (the console and the result give way first).
+pub fn with_warnings(outcome: &mut Outcome, warnings: Vec<String>, max_output_bytes: usize) {
+    outcome.warnings = warnings;
+    fit(outcome, max_output_bytes.saturating_sub(ENVELOPE) / 2);
+}
+
 /// Holds `outcome` to `budget` bytes of JSON: the parts give way in order of least use to
 /// the model: console lines from the last, then the result is cut further, then read calls
 /// from the last (counted in `http_dropped`), then every record is shortened, then the error's
@@ -81,6 +88,14 @@ pub fn fit(outcome: &mut Outcome, budget: usize) {
             {
                 freed += json_len(&line) + 1;
                 outcome.console_dropped += 1;
+            }
+        } else if !outcome.warnings.is_empty() {
+            // Type check warnings: the last ones go first; they are notes, not results.
+            let mut freed = 0;
+            while freed < excess
+                && let Some(warning) = outcome.warnings.pop()
+            {
+                freed += json_len(&warning) + 1;
             }
         } else if !outcome.result.is_null() && !result_is_minimal(&outcome.result) {
             let current = truncate::json_size(&outcome.result);
@@ -231,6 +246,7 @@ mod tests {
             ],
             plan_dropped: 0,
             approvals: vec!["open the link".into()],
+            warnings: vec![escaped.clone(); 10],
             duration_ms: 1,
             timings: Timings::default(),
         }

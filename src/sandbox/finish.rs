@@ -53,6 +53,7 @@ pub fn finish(report: Report, logs: Logs, limits: &ExecLimits, scrubber: &Scrubb
         plan,
         plan_dropped,
         approvals,
+        warnings: Vec::new(),
         duration_ms: 0,
         timings: Timings::default(),
     };

@@ -28,6 +28,7 @@ mod surrogates;
 mod truncate;
 
 pub use bound::ENVELOPE as OUTPUT_ENVELOPE;
+pub use bound::with_warnings;
 pub use errors::cancelled as cancelled_error;
 use finish::{Logs, finish};
 pub use network::{Gateway, Network, NetworkError, NetworkFuture};

@@ -21,6 +21,8 @@ pub struct ConsoleLine {
 pub enum ErrorKind {
     /// The code does not parse.
     Syntax,
+    /// The type check found certain errors (SDK calls); the code did not run.
+    Type,
     /// The code threw (including refused or failed requests it did not catch).
     Runtime,
     /// The wall-clock limit passed.
@@ -45,8 +47,9 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, for the `execute` tool's output schema.
-    pub const ALL: [ErrorKind; 11] = [
+    pub const ALL: [ErrorKind; 12] = [
         Self::Syntax,
+        Self::Type,
         Self::Runtime,
         Self::Timeout,
         Self::Memory,
@@ -63,6 +66,7 @@ impl ErrorKind {
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Syntax => "syntax",
+            Self::Type => "type",
             Self::Runtime => "runtime",
             Self::Timeout => "timeout",
             Self::Memory => "memory",
@@ -159,6 +163,10 @@ pub struct Outcome {
     /// before running the same code again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvals: Vec<String>,
+    /// What the type check found that did not stop the run (a response property the spec
+    /// does not declare, say), or why the code was not checked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// Wall time of the whole execution.
     pub duration_ms: u64,
     /// Where the time went; for benchmarks and logs, not shown to the model.
@@ -181,6 +189,7 @@ impl Outcome {
             plan: Vec::new(),
             plan_dropped: 0,
             approvals: Vec::new(),
+            warnings: Vec::new(),
             duration_ms: 0,
             timings: Timings::default(),
         }

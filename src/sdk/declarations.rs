@@ -34,15 +34,25 @@ pub fn declarations(api: &Api) -> String {
         api.title, api.version
     );
     out.push_str(GLOBALS);
-    out.push_str("\ndeclare const api: {\n");
-    write_group(&mut out, &tree, &names, 1);
+    // Each group is an interface of its own, so that the compiler names it in its messages
+    // (`Property 'lst' does not exist on type 'Sdk.customers'. Did you mean 'list'?`).
+    out.push_str("\ndeclare namespace Sdk {\n");
+    for (name, group) in &tree.groups {
+        let call = tree.methods.iter().find(|op| &op.name == name).copied();
+        write_interface(&mut out, &["Sdk".to_owned()], name, group, call, &names, 1);
+    }
+    out.push_str("}\n\n/** The SDK: `api.<group>.<method>(params)`. */\ninterface SdkboxApi {\n");
+    write_methods(&mut out, &tree.methods, &tree, &names, "  ");
+    for name in tree.groups.keys() {
+        let _ = writeln!(out, "  {}: Sdk.{};", key(name), identifier(name));
+    }
     out.push_str(
         "  /** Any operation by method and path (relative to the API's base URL), for what the SDK lacks. */\n  \
          request(method: string, path: string, options?: SdkboxRequestOptions): Promise<any>;\n  \
          /** Every item of a list method, page after page: `for await (const x of api.paginate(api.customers.list, { limit: 100 }))`. */\n  \
          paginate<P, R>(method: (params: P) => Promise<R>, params?: P, options?: SdkboxPaginateOptions): AsyncIterable<SdkboxItems<R>>;\n",
     );
-    out.push_str("};\n");
+    out.push_str("}\ndeclare const api: SdkboxApi;\n");
     out.push_str(&names.aliases());
     out
 }
@@ -54,24 +64,63 @@ struct Group<'a> {
     groups: BTreeMap<String, Group<'a>>,
 }
 
-fn write_group(out: &mut String, group: &Group<'_>, names: &TypeNames, depth: usize) {
+/// `interface name { ... }` for a group under `path` (its namespaces), callable when `call`
+/// (a method of the same name) is given, and the namespace of its nested groups' interfaces.
+fn write_interface(
+    out: &mut String,
+    path: &[String],
+    name: &str,
+    group: &Group<'_>,
+    call: Option<&Operation>,
+    names: &TypeNames,
+    depth: usize,
+) {
     let indent = "  ".repeat(depth);
-    let mut methods: Vec<&Operation> = group.methods.clone();
+    let id = identifier(name);
+    let _ = writeln!(out, "{indent}interface {id} {{");
+    let inner = format!("{indent}  ");
+    if let Some(op) = call {
+        write_method(out, op, names, &inner, "");
+    }
+    write_methods(out, &group.methods, group, names, &inner);
+    let mut here = path.to_vec();
+    here.push(id.clone());
+    for child in group.groups.keys() {
+        let _ = writeln!(
+            out,
+            "{inner}{}: {}.{};",
+            key(child),
+            here.join("."),
+            identifier(child)
+        );
+    }
+    let _ = writeln!(out, "{indent}}}");
+    if group.groups.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "{indent}namespace {id} {{");
+    for (child, nested) in &group.groups {
+        let call = group.methods.iter().find(|op| &op.name == child).copied();
+        write_interface(out, &here, child, nested, call, names, depth + 1);
+    }
+    let _ = writeln!(out, "{indent}}}");
+}
+
+/// The methods of a group; a method named like a nested group is that group's call
+/// signature instead (the node is both).
+fn write_methods(
+    out: &mut String,
+    methods: &[&Operation],
+    group: &Group<'_>,
+    names: &TypeNames,
+    indent: &str,
+) {
+    let mut methods = methods.to_vec();
     methods.sort_by(|a, b| a.name.cmp(&b.name));
     for op in methods {
-        if group.groups.contains_key(&op.name) {
-            continue; // written with the group of the same name, which it makes callable
+        if !group.groups.contains_key(&op.name) {
+            write_method(out, op, names, indent, &key(&op.name));
         }
-        write_method(out, op, names, &indent, &key(&op.name));
-    }
-    for (name, inner) in &group.groups {
-        let _ = writeln!(out, "{indent}{}: {{", key(name));
-        // A method and a group of one name: the node is callable and holds the group.
-        if let Some(op) = group.methods.iter().find(|op| &op.name == name) {
-            write_method(out, op, names, &format!("{indent}  "), "");
-        }
-        write_group(out, inner, names, depth + 1);
-        let _ = writeln!(out, "{indent}}};");
     }
 }
 
@@ -322,9 +371,10 @@ mod tests {
     fn the_demo_declares_every_method_with_its_types() {
         let spec = crate::spec::parse("demo", crate::demo::SPEC).unwrap();
         let text = declarations(&spec.api);
-        assert!(text.contains("declare const api: {"), "{text}");
-        assert!(text.contains("  customers: {"), "{text}");
+        assert!(text.contains("declare const api: SdkboxApi;"), "{text}");
+        assert!(text.contains("  interface customers {"), "{text}");
         assert!(text.contains("    list(params?: {"), "{text}");
+        assert!(text.contains("  customers: Sdk.customers;"), "{text}");
         assert!(text.contains("paginate<P, R>"));
         assert!(text.contains("declare function fetch("));
     }

@@ -89,9 +89,11 @@ interface SdkboxPaginateOptions {
   items?: string;
 }
 
-/** The items of a list method's page: `data`, `items`, `result` or the page's only array. */
-type SdkboxItems<R> = R extends { data: (infer I)[] } ? I
-  : R extends { items: (infer I)[] } ? I
-  : R extends { result: (infer I)[] } ? I
-  : R extends (infer I)[] ? I
-  : unknown;
+/** The items of a list method's page: `data`, `items`, `result` or the page itself when it
+ * is an array (optional or nullable lists too); `any` when sdkbox cannot tell. */
+type SdkboxItemOf<L> = NonNullable<L> extends readonly (infer I)[] ? I : any;
+type SdkboxItems<R> = R extends readonly (infer I)[] ? I
+  : "data" extends keyof R ? SdkboxItemOf<R["data" & keyof R]>
+  : "items" extends keyof R ? SdkboxItemOf<R["items" & keyof R]>
+  : "result" extends keyof R ? SdkboxItemOf<R["result" & keyof R]>
+  : any;

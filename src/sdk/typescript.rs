@@ -67,6 +67,8 @@ pub fn call_types(
     response: &dyn Fn(&Shape) -> String,
 ) -> (String, String) {
     let mut fields = Vec::new();
+    // Whether the call must pass something: a required parameter or body field.
+    let mut any_required = false;
     // A name in two places (a path `id` and a query `id`) is one property of the call: the
     // first place it is in, required if either place requires it.
     let mut seen = std::collections::HashSet::new();
@@ -78,6 +80,7 @@ pub fn call_types(
             .params
             .iter()
             .any(|q| q.name == p.name && q.required && q.location != Location::Header);
+        any_required |= required;
         let optional = if required { "" } else { "?" };
         fields.push(format!("{}{optional}: {}", key(&p.name), param(&p.shape)));
     }
@@ -91,6 +94,7 @@ pub fn call_types(
                 let hidden = op.body_fields_named_like_params();
                 let mut under_body = Vec::new();
                 for f in body_fields {
+                    any_required |= f.required;
                     let optional = if f.required { "" } else { "?" };
                     let field = format!("{}{optional}: {}", key(&f.name), param(&f.shape));
                     if hidden.contains(&f.name.as_str()) {
@@ -110,16 +114,21 @@ pub fn call_types(
                 }
             }
             shape => {
-                let optional = if body.required { "" } else { "?" };
+                // A body that may be null or anything may also be left out, as the SDK
+                // accepts it.
+                let nullable = match shape {
+                    Shape::Any | Shape::Null => true,
+                    Shape::OneOf(options) => options.iter().any(|o| matches!(**o, Shape::Null)),
+                    _ => false,
+                };
+                let required = body.required && !nullable;
+                any_required |= required;
+                let optional = if required { "" } else { "?" };
                 fields.push(format!("body{optional}: {}", param(shape)));
             }
         }
     }
-    let all_optional = !op
-        .params
-        .iter()
-        .any(|p| p.required && p.location != Location::Header)
-        && !op.body.as_ref().is_some_and(|b| b.required);
+    let all_optional = !any_required;
     let params = if fields.is_empty() {
         String::new()
     } else {

@@ -61,6 +61,8 @@ pub struct Provider {
     pub approvals: Approvals,
     /// Searches running at once, at most [`MAX_SEARCHES`].
     pub searches: Arc<tokio::sync::Semaphore>,
+    /// The type check scripts pass before they run, when there is a compiler.
+    pub typecheck: Option<Arc<crate::typecheck::TypeCheck>>,
 }
 
 /// Searches that run at once; more wait, up to [`SEARCH_QUEUE_WAIT`].
@@ -171,6 +173,20 @@ impl SdkboxServer {
         if let Some(ms) = input.timeout_ms {
             limits.timeout = limits.timeout.min(Duration::from_millis(ms.max(1)));
         }
+        // Checked before anything else: a script with certain errors is not run at all.
+        let warnings = match &self.provider.typecheck {
+            None => Vec::new(),
+            Some(check) => match check.verdict(&input.code).await {
+                crate::typecheck::Verdict::Run(warnings) => warnings,
+                crate::typecheck::Verdict::Stop(error) => {
+                    let outcome = crate::sandbox::Outcome::failed(error);
+                    return Ok(CallToolResponse::Complete(tools::execute_result(
+                        &outcome,
+                        self.provider.limits.max_output_bytes,
+                    )));
+                }
+            },
+        };
         let egress = self.egress_for(&context)?;
         let signed_in = self.signed_in(&context)?;
         let caller = self.caller(&context, &egress, signed_in.as_deref());
@@ -202,11 +218,14 @@ impl SdkboxServer {
             caller: caller.worker_identity(),
         };
         let heartbeat = progress_heartbeat(&context);
-        let outcome = self
+        let mut outcome = self
             .provider
             .pool
             .execute(&target, &input.code, &limits, context.ct.clone())
             .await;
+        if !warnings.is_empty() {
+            crate::sandbox::with_warnings(&mut outcome, warnings, limits.max_output_bytes);
+        }
         let timings = &outcome.timings;
         tracing::debug!(
             ok = outcome.ok,

@@ -138,6 +138,7 @@ pub fn execute_output_schema() -> Arc<JsonObject> {
             "plan": {"type": "array"},
             "plan_dropped": count,
             "approvals": {"type": "array"},
+            "warnings": {"type": "array", "items": {"type": "string"}},
             "duration_ms": count
         },
         "required": ["ok", "result", "console", "http", "duration_ms"]
@@ -287,6 +288,12 @@ fn text(outcome: &Outcome) -> String {
             ));
         }
     }
+    if !outcome.warnings.is_empty() {
+        out.push_str("\ntype check warnings (the code ran):");
+        for warning in &outcome.warnings {
+            out.push_str(&format!("\n  {}", indented(warning, "    ")));
+        }
+    }
     if !outcome.approvals.is_empty() {
         out.push_str("\napprovals needed:");
         for message in &outcome.approvals {
@@ -417,6 +424,7 @@ mod tests {
             }],
             plan_dropped: 1,
             approvals: vec!["open http://127.0.0.1:1/approve/x".into()],
+            warnings: vec!["1:5 TS2339: Property 'x' does not exist on type 'Order'.".into()],
             duration_ms: 9,
             timings: Timings::default(),
         }

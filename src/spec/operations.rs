@@ -281,12 +281,29 @@ fn body(raw: Option<&Value>, schemas: &mut Schemas) -> Result<Option<Body>, RefE
     } else {
         media_type.clone()
     };
+    // An object body that may also be null (GitHub's `pulls/merge`) is an object body that
+    // may be left out: its fields are passed by name, as the official SDKs take them.
+    let (shape, nullable) = match object_or_null(&shape) {
+        Some(object) => (object, true),
+        None => (shape, false),
+    };
     Ok(Some(Body {
         encoding,
         media_type,
-        required: raw.get("required").and_then(Value::as_bool) == Some(true),
+        required: raw.get("required").and_then(Value::as_bool) == Some(true) && !nullable,
         shape,
     }))
+}
+
+/// The object of a shape that is an object or null.
+fn object_or_null(shape: &Arc<Shape>) -> Option<Arc<Shape>> {
+    let Shape::OneOf(options) = &**shape else {
+        return None;
+    };
+    let mut objects = options.iter().filter(|o| !matches!(***o, Shape::Null));
+    let object = objects.next()?;
+    let only = objects.next().is_none() && options.len() == 2;
+    (only && matches!(**object, Shape::Object { .. })).then(|| object.clone())
 }
 
 /// The first `#/components/schemas/<name>` reference in `schema`, depth first.

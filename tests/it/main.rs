@@ -38,4 +38,5 @@ mod signin;
 mod specs;
 mod support;
 mod transport;
+mod typecheck;
 mod types;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::support::{requirement_met, sdkbox, shared_spec};
 
 /// The compiler, or `None` (a skip, which CI refuses) when it is not installed.
-fn tsc() -> Option<PathBuf> {
+pub fn tsc() -> Option<PathBuf> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/tools/typescript/node_modules/@typescript/typescript-linux-x64/lib/tsc");
     requirement_met(
