@@ -114,6 +114,18 @@ pub(crate) fn client_report(output: &Output) -> Value {
         .unwrap_or_else(|| panic!("no report:\n{stdout}\n{stderr}"))
 }
 
+/// Fails, listing them, when any check of a client's report did not pass.
+pub(crate) fn assert_checks_passed(report: &Value, what: &str) {
+    let failed: Vec<String> = report["checks"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, v)| *v != "ok")
+        .map(|(k, v)| format!("{k}: {v}"))
+        .collect();
+    assert!(failed.is_empty(), "{what}:\n{}", failed.join("\n"));
+}
+
 /// Runs a client to its end and checks its report: every one of `expected` ran and passed,
 /// in the protocol version the era asks for. Returns the client's stderr.
 async fn run(mut command: Command, era: &str, transport: &str, expected: &[&str]) -> String {
@@ -145,17 +157,7 @@ async fn run(mut command: Command, era: &str, transport: &str, expected: &[&str]
         "{report}\n{stderr}"
     );
     let checks = report["checks"].as_object().unwrap();
-    let failed: Vec<String> = checks
-        .iter()
-        .filter(|(_, v)| *v != "ok")
-        .map(|(k, v)| format!("{k}: {v}"))
-        .collect();
-    assert!(
-        failed.is_empty(),
-        "{}:\n{}",
-        report["client"],
-        failed.join("\n")
-    );
+    assert_checks_passed(&report, &report["client"].to_string());
     let mut ran: Vec<&str> = checks.keys().map(String::as_str).collect();
     let mut expected = expected.to_vec();
     ran.sort_unstable();

@@ -904,14 +904,7 @@ async fn the_official_clients_sign_in_and_work() {
             .unwrap_or_else(|_| panic!("{what}: did not finish in 120 s"))
             .unwrap();
         let report = crate::clients::client_report(&output);
-        let failed: Vec<String> = report["checks"]
-            .as_object()
-            .unwrap()
-            .iter()
-            .filter(|(_, v)| *v != "ok")
-            .map(|(k, v)| format!("{k}: {v}"))
-            .collect();
-        assert!(failed.is_empty(), "{what}:\n{}", failed.join("\n"));
+        crate::clients::assert_checks_passed(&report, &what);
         let mut ran: Vec<&str> = report["checks"]
             .as_object()
             .unwrap()

@@ -105,3 +105,37 @@ async fn the_blind_set_is_stopped_where_types_see_it_and_correct_code_runs() {
     // response fields (warnings by design) and spellings the SDK resolves.
     assert!(totals[1] >= 59, "{totals:?}");
 }
+
+/// Through the official TypeScript clients (1.x, and 2.x in both eras): mistakes refused
+/// before the demo provider receives anything, a correct write run, a warning for an
+/// undeclared response property, a killed compiler replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_client_sees_mistakes_refused_before_anything_is_sent() {
+    let Some(tsc) = crate::types::tsc() else {
+        return;
+    };
+    let Some(dir) = crate::clients::node_client() else {
+        return;
+    };
+    let args = serde_json::json!(["serve", "--demo", "--writes", "allow", "--tsc", tsc]);
+    for (sdk, era) in [("v1", "legacy"), ("v2", "legacy"), ("v2", "2026-07-28")] {
+        let output = tokio::process::Command::new("node")
+            .arg("typecheck.mjs")
+            .current_dir(&dir)
+            .env("SDK", sdk)
+            .env("ERA", era)
+            .env("TRANSPORT", "stdio")
+            .env("SDKBOX_BIN", env!("CARGO_BIN_EXE_sdkbox"))
+            .env("SDKBOX_ARGS", args.to_string())
+            .env("SDKBOX_NO_MODEL", "1")
+            .kill_on_drop(true)
+            .output()
+            .await
+            .unwrap();
+        let report = crate::clients::client_report(&output);
+        crate::clients::assert_checks_passed(&report, &format!("{sdk} {era}"));
+        let checks = report["checks"].as_object().unwrap();
+        assert_eq!(checks.len(), 6, "{report}");
+        assert_eq!(report["protocol"], crate::clients::expected_protocol(era));
+    }
+}
