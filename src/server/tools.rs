@@ -138,7 +138,7 @@ pub fn execute_output_schema() -> Arc<JsonObject> {
             "plan": {"type": "array"},
             "plan_dropped": count,
             "approvals": {"type": "array"},
-            "warnings": {"type": "array", "items": {"type": "string"}},
+            "warnings": {"type": "array"},
             "duration_ms": count
         },
         "required": ["ok", "result", "console", "http", "duration_ms"]

@@ -51,6 +51,13 @@ pub struct Checker {
     starts: AtomicU64,
 }
 
+impl Drop for Checker {
+    /// Makes the directory removable again, so that it goes with the checker.
+    fn drop(&mut self) {
+        let _ = read_only(self.dir.path(), 0o755);
+    }
+}
+
 /// The compiler settings: strict, no DOM, no Node, only the declarations.
 const TSCONFIG: &str = r#"{"compilerOptions":{"strict":true,"noEmit":true,"target":"es2022","lib":["es2022"],"types":[],"skipLibCheck":true},"include":["sdk.d.ts"]}"#;
 
@@ -70,7 +77,10 @@ impl Checker {
             let path = dir.path().join(name);
             std::fs::write(&path, text)
                 .map_err(|e| Unchecked(format!("cannot write {}: {e}", path.display())))?;
+            read_only(&path, 0o444)?;
         }
+        // The compiler reads its files; it writes nothing.
+        read_only(dir.path(), 0o555)?;
         let checker = Self {
             tsc: tsc.to_owned(),
             dir,
@@ -182,14 +192,17 @@ impl Checker {
     }
 
     async fn spawn(&self) -> Result<Live, Unchecked> {
-        let mut child = Command::new(&self.tsc)
+        let mut command = Command::new(&self.tsc);
+        command
             .args(["--lsp", "--stdio"])
             .current_dir(self.dir.path())
             .env_clear()
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
-            .kill_on_drop(true)
+            .kill_on_drop(true);
+        harden(&mut command);
+        let mut child = command
             .spawn()
             .map_err(|e| Unchecked(format!("cannot start {}: {e}", self.tsc.display())))?;
         self.starts.fetch_add(1, Ordering::Relaxed);
@@ -221,6 +234,45 @@ impl Checker {
         }
         let _ = connection.notify("initialized", json!({})).await;
         Ok(Live { child, connection })
+    }
+}
+
+fn read_only(path: &Path, mode: u32) -> Result<(), Unchecked> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| Unchecked(format!("cannot protect {}: {e}", path.display())))
+}
+
+/// The address space the compiler may take: its runtime reserves about 600 MiB at start; it
+/// then holds 40-110 MiB with the largest SDKs.
+const MAX_ADDRESS_SPACE: u64 = 2 << 30;
+
+/// The compiler's bounds, set in the child before it runs: its address space capped, and on
+/// Linux a user and network namespace of its own where the kernel allows (no network; files
+/// it did not create are read as an unmapped user's, so only world-readable ones).
+fn harden(command: &mut Command) {
+    #[allow(
+        unsafe_code,
+        reason = "pre_exec runs in the forked child; setrlimit and unshare are async-signal-safe system calls"
+    )]
+    // SAFETY: the closure makes two system calls and allocates nothing.
+    unsafe {
+        command.pre_exec(|| {
+            use rustix::process::{Resource, Rlimit, setrlimit};
+            let cap = Rlimit {
+                current: Some(MAX_ADDRESS_SPACE),
+                maximum: Some(MAX_ADDRESS_SPACE),
+            };
+            setrlimit(Resource::As, cap).map_err(std::io::Error::from)?;
+            #[cfg(target_os = "linux")]
+            {
+                use rustix::thread::UnshareFlags;
+                // Refused where user namespaces are off: the cap still applies.
+                let _ =
+                    rustix::thread::unshare_unsafe(UnshareFlags::NEWUSER | UnshareFlags::NEWNET);
+            }
+            Ok(())
+        });
     }
 }
 

@@ -28,29 +28,14 @@ impl Document {
     pub fn new(code: &str) -> Self {
         let code = code.trim_start_matches('\u{FEFF}');
         let (text, offset) = match parse(code) {
-            Some(_) => (format!("{REFERENCE}{code}\nexport {{}};\n"), 1),
-            None => {
-                // `import { api } from "sdkbox"` lines: `api` is global here; blank them so
-                // the lines do not move.
-                let body: Vec<&str> = code
-                    .lines()
-                    .map(|line| {
-                        let trimmed = line.trim_start();
-                        if trimmed.starts_with("import ") || trimmed.starts_with("import{") {
-                            ""
-                        } else {
-                            line
-                        }
-                    })
-                    .collect();
-                (
-                    format!(
-                        "{REFERENCE}export default async function __sdkbox_check() {{\n{}\n}}\n",
-                        body.join("\n")
-                    ),
-                    2,
-                )
-            }
+            Some(_) => (format!("{REFERENCE}{}\nexport {{}};\n", closed(code)), 1),
+            None => (
+                format!(
+                    "{REFERENCE}export default async function __sdkbox_check() {{\n{}\n}}\n",
+                    closed(code)
+                ),
+                2,
+            ),
         };
         let mut spans = Spans {
             start: deno_ast::StartSourcePos::START_SOURCE_POS.as_byte_pos().0,
@@ -114,6 +99,30 @@ impl Document {
         self.at(line, character)
             .is_some_and(|at| self.calls.iter().any(|(lo, hi)| (*lo..*hi).contains(&at)))
     }
+}
+
+/// The code with what could make the compiler read files blanked, lines kept: imports (the
+/// sandbox loads none; `api` is a global here) and triple-slash directives.
+fn closed(code: &str) -> String {
+    let mut lines = Vec::new();
+    let mut in_import = false;
+    for line in code.lines() {
+        let trimmed = line.trim();
+        let starts = trimmed.starts_with("import ")
+            || trimmed.starts_with("import{")
+            || trimmed.starts_with("import\"")
+            || trimmed.starts_with("import'");
+        if in_import || starts {
+            in_import =
+                !(trimmed.ends_with(';') || trimmed.ends_with('"') || trimmed.ends_with('\''));
+            lines.push("");
+        } else if trimmed.starts_with("///") {
+            lines.push("");
+        } else {
+            lines.push(line);
+        }
+    }
+    lines.join("\n")
 }
 
 fn parse(text: &str) -> Option<deno_ast::ParsedSource> {
@@ -201,6 +210,14 @@ mod tests {
         let dataa = document.text.lines().nth(3).unwrap().find("dataa").unwrap() as u32;
         assert_eq!(document.sdk_name_at(3, dataa), None);
         assert!(!document.in_sdk_call(3, dataa));
+    }
+
+    #[test]
+    fn nothing_in_the_code_makes_the_compiler_read_a_file() {
+        let code = "/// <reference path=\"/etc/passwd\" />\nimport {\n  api\n} from \"sdkbox\";\nimport x from '/etc/shadow';\nreturn 1;";
+        let document = Document::new(code);
+        assert!(!document.text.contains("/etc/"), "{}", document.text);
+        assert_eq!(document.text.lines().count(), code.lines().count() + 3);
     }
 
     #[test]
