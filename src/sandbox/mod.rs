@@ -29,6 +29,12 @@ mod truncate;
 
 pub use bound::ENVELOPE as OUTPUT_ENVELOPE;
 pub use bound::with_warnings;
+
+/// How deeply `code` nests, or why the sandbox refuses it (deeper than it parses), read
+/// without parsing: the type check asks before it parses the code itself.
+pub fn nesting_depth(code: &str) -> Option<usize> {
+    nesting::deepest(code).ok()
+}
 pub use errors::cancelled as cancelled_error;
 use finish::{Logs, finish};
 pub use network::{Gateway, Network, NetworkError, NetworkFuture};

@@ -125,7 +125,14 @@ fn write_methods(
 }
 
 fn write_method(out: &mut String, op: &Operation, names: &TypeNames, indent: &str, name: &str) {
-    let (params, response) = call_types(op, &|s| names.render(s), &|s| names.render(s));
+    let (params, response) = call_types(op, true, &|s| names.render(s), &|s| names.render(s));
+    // The SDK takes `null` for no parameters; methods without any take an empty object, and
+    // an SDK-style options argument after them is ignored.
+    let params = match params.as_str() {
+        "" => "params?: {} | null, ..._: unknown[]".to_owned(),
+        optional if optional.starts_with("params?:") => format!("{optional} | null"),
+        required => required.to_owned(),
+    };
     let summary = op.summary.replace("*/", "* /");
     let deprecated = if op.deprecated { " @deprecated" } else { "" };
     let _ = writeln!(

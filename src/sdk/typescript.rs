@@ -54,15 +54,19 @@ pub fn call_hint(op: &Operation) -> String {
 /// `create(params: { email: string; name?: string }): Promise<{ id: string; ... }>`, objects
 /// shown a level or two deep: for search hits.
 pub fn signature(op: &Operation) -> String {
-    let (params, response) = call_types(op, &|shape| type_of(shape, 1), &|shape| type_of(shape, 2));
+    let (params, response) = call_types(op, false, &|shape| type_of(shape, 1), &|shape| {
+        type_of(shape, 2)
+    });
     format!("{}({params}): Promise<{response}>", op.name)
 }
 
 /// A method's parameter list (`params?: { ... }`, or nothing) and its response type, each
-/// shape written by `param` or `response`: the one place that decides what a call takes, for
-/// search hits and the SDK's declarations alike.
+/// shape written by `param` or `response`, header parameters too when `headers` (hits leave
+/// them out; the declarations must take what the SDK takes): the one place that decides what
+/// a call takes, for search hits and the SDK's declarations alike.
 pub fn call_types(
     op: &Operation,
+    headers: bool,
     param: &dyn Fn(&Shape) -> String,
     response: &dyn Fn(&Shape) -> String,
 ) -> (String, String) {
@@ -72,14 +76,16 @@ pub fn call_types(
     // A name in two places (a path `id` and a query `id`) is one property of the call: the
     // first place it is in, required if either place requires it.
     let mut seen = std::collections::HashSet::new();
-    for p in op.params.iter().filter(|p| p.location != Location::Header) {
+    let shown = |p: &&crate::spec::Param| headers || p.location != Location::Header;
+    for p in op.params.iter().filter(shown) {
         if !seen.insert(p.name.as_str()) {
             continue;
         }
         let required = op
             .params
             .iter()
-            .any(|q| q.name == p.name && q.required && q.location != Location::Header);
+            .filter(shown)
+            .any(|q| q.name == p.name && q.required);
         any_required |= required;
         let optional = if required { "" } else { "?" };
         fields.push(format!("{}{optional}: {}", key(&p.name), param(&p.shape)));

@@ -173,7 +173,11 @@ impl SdkboxServer {
         if let Some(ms) = input.timeout_ms {
             limits.timeout = limits.timeout.min(Duration::from_millis(ms.max(1)));
         }
-        // Checked before anything else: a script with certain errors is not run at all.
+        let egress = self.egress_for(&context)?;
+        let signed_in = self.signed_in(&context)?;
+        let caller = self.caller(&context, &egress, signed_in.as_deref());
+        // Checked once the caller is known, before the approval round and the pool: a script
+        // with certain errors is not run at all.
         let warnings = match &self.provider.typecheck {
             None => Vec::new(),
             Some(check) => match check.verdict(&input.code).await {
@@ -187,9 +191,6 @@ impl SdkboxServer {
                 }
             },
         };
-        let egress = self.egress_for(&context)?;
-        let signed_in = self.signed_in(&context)?;
-        let caller = self.caller(&context, &egress, signed_in.as_deref());
         let dry_run = input.dry_run.unwrap_or(false);
         let begun = self.provider.approvals.begin(
             &caller,

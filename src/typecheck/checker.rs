@@ -47,6 +47,9 @@ pub struct Checker {
     live: Mutex<Option<Live>>,
     deadline: Duration,
     documents: AtomicU64,
+    /// One check at a time: documents open together are one program, and could read each
+    /// other's types.
+    one_at_a_time: Mutex<()>,
     /// How many compilers were started, for tests and logs.
     starts: AtomicU64,
 }
@@ -59,7 +62,9 @@ impl Drop for Checker {
 }
 
 /// The compiler settings: strict, no DOM, no Node, only the declarations.
-const TSCONFIG: &str = r#"{"compilerOptions":{"strict":true,"noEmit":true,"target":"es2022","lib":["es2022"],"types":[],"skipLibCheck":true},"include":["sdk.d.ts"]}"#;
+/// The checked documents match `include`, so these options are theirs (an open file outside
+/// it would get a default project: the DOM, and module resolution that reads files).
+const TSCONFIG: &str = r#"{"compilerOptions":{"strict":true,"noEmit":true,"target":"es2022","module":"esnext","lib":["es2022"],"types":[],"skipLibCheck":true,"noResolve":true},"include":["sdk.d.ts","check_*.ts"]}"#;
 
 impl Checker {
     /// Writes the declarations beside their settings in a directory of their own and starts
@@ -87,6 +92,7 @@ impl Checker {
             live: Mutex::new(None),
             deadline,
             documents: AtomicU64::new(0),
+            one_at_a_time: Mutex::new(()),
             starts: AtomicU64::new(0),
         };
         // The first check loads the declarations (tens to hundreds of milliseconds): done now.
@@ -124,9 +130,12 @@ impl Checker {
         text: &str,
         deadline: Duration,
     ) -> Result<Vec<Diagnostic>, Unchecked> {
+        let _turn = self.one_at_a_time.lock().await;
         let connection = self.connection().await?;
         let n = self.documents.fetch_add(1, Ordering::Relaxed);
-        let uri = url::Url::from_file_path(self.dir.path().join(format!("check_{n}.ts")))
+        // Not guessable either: no document names another.
+        let salt = crate::approval::random_hex(8).unwrap_or_default();
+        let uri = url::Url::from_file_path(self.dir.path().join(format!("check_{n}_{salt}.ts")))
             .map_err(|()| Unchecked("the checker's directory has no file URL".into()))?
             .to_string();
         let checked = tokio::time::timeout(deadline, async {

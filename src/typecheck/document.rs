@@ -3,7 +3,8 @@
 //! than an untyped parameter), with where its SDK calls are, so that only what is certainly
 //! wrong about them blocks a run.
 
-use deno_ast::swc::ast::{CallExpr, Callee, Expr, MemberExpr, MemberProp};
+use deno_ast::swc::ast::{CallExpr, Callee, Expr, MemberExpr, MemberProp, Prop, PropOrSpread};
+use deno_ast::swc::common::Spanned;
 use deno_ast::swc::ecma_visit::{Visit, VisitWith};
 use deno_ast::{MediaType, ModuleSpecifier, ParseParams};
 
@@ -13,11 +14,18 @@ pub struct Document {
     pub text: String,
     /// Lines of the text above the model's first line.
     pub offset: u32,
+    /// Whether the code parses in neither style the sandbox reads (so the sandbox refuses it
+    /// too).
+    pub unparsable: bool,
     /// Byte ranges of the text that are an SDK name (`api.customers.list`), with the name
     /// when it is written with plain identifiers.
     names: Vec<(usize, usize, Option<String>)>,
     /// Byte ranges of the text that are an SDK call, arguments included.
     calls: Vec<(usize, usize)>,
+    /// Object literals written as an SDK call's arguments.
+    literal_arguments: Vec<(usize, usize)>,
+    /// Literal values written in an SDK call's arguments (`status: "payed"`, key included).
+    literal_values: Vec<(usize, usize)>,
     line_starts: Vec<usize>,
 }
 
@@ -27,9 +35,10 @@ impl Document {
     /// The document for `code`.
     pub fn new(code: &str) -> Self {
         let code = code.trim_start_matches('\u{FEFF}');
-        let (text, offset) = match parse(code) {
-            Some(_) => (format!("{REFERENCE}{}\nexport {{}};\n", closed(code)), 1),
-            None => (
+        let as_module = parse(code).is_some();
+        let (text, offset) = match as_module {
+            true => (format!("{REFERENCE}{}\nexport {{}};\n", closed(code)), 1),
+            false => (
                 format!(
                     "{REFERENCE}export default async function __sdkbox_check() {{\n{}\n}}\n",
                     closed(code)
@@ -37,11 +46,13 @@ impl Document {
                 2,
             ),
         };
+        let parsed = parse(&text);
+        let unparsable = !as_module && parsed.is_none();
         let mut spans = Spans {
             start: deno_ast::StartSourcePos::START_SOURCE_POS.as_byte_pos().0,
             ..Spans::default()
         };
-        if let Some(parsed) = parse(&text) {
+        if let Some(parsed) = parsed {
             parsed.program_ref().visit_with(&mut spans);
         }
         let start = spans.start;
@@ -63,9 +74,12 @@ impl Document {
                 })
                 .collect(),
             calls: spans.calls.into_iter().map(to_range).collect(),
+            literal_arguments: spans.literal_arguments.into_iter().map(to_range).collect(),
+            literal_values: spans.literal_values.into_iter().map(to_range).collect(),
             line_starts,
             text,
             offset,
+            unparsable,
         }
     }
 
@@ -96,29 +110,48 @@ impl Document {
 
     /// Whether a position is in an SDK call (its arguments included).
     pub fn in_sdk_call(&self, line: u32, character: u32) -> bool {
+        self.within(&self.calls, line, character)
+    }
+
+    /// Whether a position is in an object literal written as an SDK call's argument.
+    pub fn at_sdk_literal_argument(&self, line: u32, character: u32) -> bool {
+        self.within(&self.literal_arguments, line, character)
+    }
+
+    /// Whether a position is at a literal value written in an SDK call's arguments.
+    pub fn at_sdk_literal_value(&self, line: u32, character: u32) -> bool {
+        self.within(&self.literal_values, line, character)
+    }
+
+    fn within(&self, spans: &[(usize, usize)], line: u32, character: u32) -> bool {
         self.at(line, character)
-            .is_some_and(|at| self.calls.iter().any(|(lo, hi)| (*lo..*hi).contains(&at)))
+            .is_some_and(|at| spans.iter().any(|(lo, hi)| (*lo..*hi).contains(&at)))
     }
 }
 
-/// The code with what could make the compiler read files blanked, lines kept: imports (the
-/// sandbox loads none; `api` is a global here) and triple-slash directives.
+/// The code with its leading imports (the sandbox loads none; `api` is a global here) and
+/// triple-slash directives blanked, lines kept. The compiler resolves nothing besides
+/// (`noResolve`), so no import elsewhere in the code reads a file either.
 fn closed(code: &str) -> String {
     let mut lines = Vec::new();
     let mut in_import = false;
+    let mut preamble = true;
     for line in code.lines() {
         let trimmed = line.trim();
-        let starts = trimmed.starts_with("import ")
-            || trimmed.starts_with("import{")
-            || trimmed.starts_with("import\"")
-            || trimmed.starts_with("import'");
-        if in_import || starts {
-            in_import =
-                !(trimmed.ends_with(';') || trimmed.ends_with('"') || trimmed.ends_with('\''));
+        // What a statement ends with, a trailing line comment left out.
+        let ending = trimmed.split(" //").next().unwrap_or(trimmed).trim_end();
+        let starts = ["import ", "import{", "import\"", "import'"]
+            .iter()
+            .any(|start| trimmed.starts_with(start));
+        if trimmed.starts_with("///") {
             lines.push("");
-        } else if trimmed.starts_with("///") {
+        } else if preamble && (in_import || starts) {
+            in_import = !(ending.ends_with(';') || ending.ends_with('"') || ending.ends_with('\''));
             lines.push("");
         } else {
+            if !trimmed.is_empty() && !trimmed.starts_with("//") {
+                preamble = false;
+            }
             lines.push(line);
         }
     }
@@ -144,6 +177,8 @@ fn parse(text: &str) -> Option<deno_ast::ParsedSource> {
 struct Spans {
     names: Vec<(u32, u32, Option<String>)>,
     calls: Vec<(u32, u32)>,
+    literal_arguments: Vec<(u32, u32)>,
+    literal_values: Vec<(u32, u32)>,
     start: u32,
 }
 
@@ -154,6 +189,47 @@ fn rooted_at_api(expr: &Expr) -> bool {
         Expr::Member(member) => rooted_at_api(&member.obj),
         Expr::Paren(paren) => rooted_at_api(&paren.expr),
         _ => false,
+    }
+}
+
+/// Whether `expr` is a value written as it is: a string, number, boolean, null or a template
+/// without substitutions.
+fn is_literal(expr: &Expr) -> bool {
+    match expr {
+        Expr::Lit(_) => true,
+        Expr::Tpl(template) => template.exprs.is_empty(),
+        Expr::Unary(unary) => matches!(&*unary.arg, Expr::Lit(_)),
+        _ => false,
+    }
+}
+
+/// The literal values in an argument's object and array literals, each with its key.
+fn literals(expr: &Expr, out: &mut Vec<(u32, u32)>) {
+    match expr {
+        Expr::Object(object) => {
+            for prop in &object.props {
+                if let PropOrSpread::Prop(prop) = prop
+                    && let Prop::KeyValue(pair) = &**prop
+                {
+                    if is_literal(&pair.value) {
+                        out.push((pair.key.span().lo.0, pair.value.span().hi.0));
+                    } else {
+                        literals(&pair.value, out);
+                    }
+                }
+            }
+        }
+        Expr::Array(array) => {
+            for element in array.elems.iter().flatten() {
+                if is_literal(&element.expr) {
+                    let span = element.expr.span();
+                    out.push((span.lo.0, span.hi.0));
+                } else {
+                    literals(&element.expr, out);
+                }
+            }
+        }
+        _ => {}
     }
 }
 
@@ -185,6 +261,20 @@ impl Visit for Spans {
             && rooted_at_api(callee)
         {
             self.calls.push((call.span.lo.0, call.span.hi.0));
+            for argument in &call.args {
+                match &*argument.expr {
+                    Expr::Object(object) => {
+                        self.literal_arguments
+                            .push((object.span.lo.0, object.span.hi.0));
+                    }
+                    expr if is_literal(expr) => {
+                        let span = expr.span();
+                        self.literal_values.push((span.lo.0, span.hi.0));
+                    }
+                    _ => {}
+                }
+                literals(&argument.expr, &mut self.literal_values);
+            }
         }
         call.visit_children_with(self);
     }
@@ -214,9 +304,14 @@ mod tests {
 
     #[test]
     fn nothing_in_the_code_makes_the_compiler_read_a_file() {
-        let code = "/// <reference path=\"/etc/passwd\" />\nimport {\n  api\n} from \"sdkbox\";\nimport x from '/etc/shadow';\nreturn 1;";
+        let code = "/// <reference path=\"/etc/passwd\" />\nimport {\n  api\n} from \"sdkbox\"; // the SDK\nimport x from '/etc/shadow';\nreturn `\nimport os\nprint(1)`;";
         let document = Document::new(code);
         assert!(!document.text.contains("/etc/"), "{}", document.text);
+        assert!(
+            document.text.contains("import os\nprint(1)"),
+            "{}",
+            document.text
+        );
         assert_eq!(document.text.lines().count(), code.lines().count() + 3);
     }
 

@@ -24,6 +24,13 @@ use crate::sandbox::{ErrorKind, ExecError};
 /// How long one check may take before the run goes ahead unchecked.
 pub const CHECK_DEADLINE: Duration = Duration::from_secs(2);
 
+/// The largest script checked: the compiler's time grows faster than the code (0.65 s for
+/// 100 KB, 6.4 s for 400 KB).
+const MAX_CHECKED_BYTES: usize = 64 * 1024;
+
+/// The stack deeply nested code is parsed on (only the pages used are committed).
+const PARSER_STACK: usize = 256 * 1024 * 1024;
+
 /// Warnings one result lists, at most.
 const MAX_WARNINGS: usize = 10;
 
@@ -109,9 +116,33 @@ impl TypeCheck {
         &self.checker
     }
 
-    /// Checks `code`.
+    /// Checks `code`. Code the sandbox refuses anyway (too large, nested too deeply) is not
+    /// checked; deeply nested code is parsed on a thread with room for its recursion.
     pub async fn verdict(&self, code: &str) -> Verdict {
-        let document = Document::new(code);
+        if code.len() > crate::sandbox::MAX_CODE_BYTES || code.len() > MAX_CHECKED_BYTES {
+            return Verdict::Run(vec![
+                "not type-checked: the code is larger than the check takes".into(),
+            ]);
+        }
+        let Some(depth) = crate::sandbox::nesting_depth(code) else {
+            return Verdict::Run(Vec::new());
+        };
+        let owned = code.to_owned();
+        let built = tokio::task::spawn_blocking(move || {
+            if depth <= 64 {
+                return Some(Document::new(&owned));
+            }
+            std::thread::Builder::new()
+                .stack_size(PARSER_STACK)
+                .spawn(move || Document::new(&owned))
+                .ok()?
+                .join()
+                .ok()
+        })
+        .await;
+        let Ok(Some(document)) = built else {
+            return Verdict::Run(vec!["not type-checked: the code could not be read".into()]);
+        };
         let diagnostics = match self.checker.diagnostics(&document.text).await {
             Ok(diagnostics) => diagnostics,
             Err(Unchecked(why)) => {
@@ -128,7 +159,7 @@ impl TypeCheck {
 
     /// Whether `diagnostic` is about an SDK name the SDK resolves after all.
     fn resolves(&self, document: &Document, diagnostic: &Diagnostic) -> bool {
-        if !matches!(diagnostic.code, 2339 | 2551) {
+        if !matches!(diagnostic.code, 2339 | 2551 | 2349) {
             return false;
         }
         let Some(Some(name)) = document.sdk_name_at(diagnostic.line, diagnostic.character) else {
@@ -156,34 +187,59 @@ fn compiler(given: Option<&Path>) -> Option<PathBuf> {
         .then(|| PathBuf::from("tsc"))
 }
 
-/// Whether a diagnostic is certain enough to stop a run.
+/// Whether a diagnostic is certain enough to stop a run: only what the runtime SDK would
+/// refuse too, whatever the values the code computes. Grammar the sandbox's parser accepts is
+/// never a reason.
 fn blocks(diagnostic: &Diagnostic, document: &Document) -> bool {
     let (line, character) = (diagnostic.line, diagnostic.character);
     match diagnostic.code {
-        // Syntax.
-        1000..=1999 => true,
-        // Calling what is not a function.
-        2349 => true,
-        // A property of the SDK itself that does not exist: an unknown group or method.
-        2339 | 2551 => document.sdk_name_at(line, character).is_some(),
-        // An SDK call's arguments: not assignable, unknown, missing, misspelled properties,
-        // the wrong number of arguments, no overload that fits.
-        // `body: { ... }` is how the SDK also takes an object body's fields (when a parameter
-        // hides one): not certain, so not blocking.
-        2353 if diagnostic.message.contains("'body' does not exist") => false,
-        2322 | 2345 | 2353 | 2559 | 2561 | 2554 | 2555 | 2739 | 2740 | 2741 | 2769 | 2820 => {
-            document.in_sdk_call(line, character)
+        // An SDK name that does not exist (names the SDK resolves were set aside), or an SDK
+        // name called that is not a method.
+        2339 | 2551 | 2349 => document.sdk_name_at(line, character).is_some(),
+        // `body: { ... }` is how the SDK also takes an object body's fields.
+        2353 | 2561 if diagnostic.message.contains("'body' does not exist") => false,
+        // An unknown property written in an SDK call's own object literal.
+        2353 | 2561 => document.in_sdk_call(line, character),
+        // A required property missing from an SDK call's own object literal.
+        2739..=2741 => document.at_sdk_literal_argument(line, character),
+        // A literal value of the wrong type, written in an SDK call's arguments; an object
+        // literal or an SDK call result (a promise, not a method) passed where the call
+        // takes something else.
+        2322 | 2820 => document.at_sdk_literal_value(line, character),
+        2345 => {
+            document.at_sdk_literal_value(line, character)
+                || document.at_sdk_literal_argument(line, character)
+                || document.sdk_name_at(line, character).is_some()
         }
+        // Grammar errors only when the sandbox's parser cannot read the code either.
+        1000..=1999 => document.unparsable,
         _ => false,
     }
 }
 
 /// The verdict on `code`, from its diagnostics.
 fn judge(document: &Document, code: &str, diagnostics: &[Diagnostic], mode: Mode) -> Verdict {
-    let lines: Vec<&str> = code.lines().collect();
+    let lines: Vec<&str> = code.trim_start_matches('\u{FEFF}').lines().collect();
+    // The model's 1-based line and character (the compiler counts UTF-16 units), or no line
+    // when the diagnostic is on sdkbox's wrapper.
     let place = |d: &Diagnostic| {
-        let line = d.line.checked_sub(document.offset).map(|l| l + 1);
-        (line, d.character + 1)
+        let line = d
+            .line
+            .checked_sub(document.offset)
+            .filter(|l| (*l as usize) < lines.len());
+        let Some(line) = line else {
+            return (None, 1);
+        };
+        let mut units = 0;
+        let mut column: u32 = 1;
+        for c in lines[line as usize].chars() {
+            if units >= d.character as usize {
+                break;
+            }
+            units += c.len_utf16();
+            column += 1;
+        }
+        (Some(line + 1), column)
     };
     let said = |d: &Diagnostic| {
         let message = crate::egress::cut(&d.message.replace('\n', " "), MAX_MESSAGE);
@@ -208,7 +264,7 @@ fn judge(document: &Document, code: &str, diagnostics: &[Diagnostic], mode: Mode
     let excerpt = line.and_then(|l| lines.get(l as usize - 1)).map(|text| {
         let pad: String = text
             .chars()
-            .take(column as usize - 1)
+            .take(column.saturating_sub(1) as usize)
             .map(|c| if c == '\t' { '\t' } else { ' ' })
             .collect();
         format!("{text}\n{pad}^")

@@ -101,9 +101,11 @@ async fn the_blind_set_is_stopped_where_types_see_it_and_correct_code_runs() {
         wrongly_stopped.join("\n")
     );
     assert!(totals[0] >= 60 && totals[4] >= 60, "{totals:?}");
-    // Floors at the first score (2026-12-02: 59/76 stopped, 0/81 wrongly); the misses are
-    // response fields (warnings by design) and spellings the SDK resolves.
-    assert!(totals[1] >= 59, "{totals:?}");
+    // Floor: 55/76 stopped, 0/81 wrongly (2026-12-02, after the review narrowed what blocks
+    // to what the SDK refuses whatever the code computes; the first score, 59, also blocked
+    // valid code outside this set). The misses are response fields (warnings by design),
+    // values computed at run time, and spellings the SDK resolves.
+    assert!(totals[1] >= 55, "{totals:?}");
 }
 
 /// Through the official TypeScript clients (1.x, and 2.x in both eras): mistakes refused
@@ -138,4 +140,60 @@ async fn the_official_client_sees_mistakes_refused_before_anything_is_sent() {
         assert_eq!(checks.len(), 6, "{report}");
         assert_eq!(report["protocol"], crate::clients::expected_protocol(era));
     }
+}
+
+/// Review findings: valid code the check once stopped runs; the compiler reads no file a
+/// script names, and checks cannot see each other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn valid_code_is_never_stopped_and_scripts_cannot_read_files_through_the_compiler() {
+    let Some(tsc) = crate::types::tsc() else {
+        return;
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let spec = sdkbox::spec::load(root.join("docs-index/demo/openapi.yaml").to_str().unwrap())
+        .await
+        .unwrap();
+    let sdk = Arc::new(sdkbox::sdk::Sdk::new(Arc::new(spec.api)));
+    let check = TypeCheck::start(Mode::Block, Some(&tsc), sdk)
+        .await
+        .unwrap();
+    let valid = [
+        "const filter = { status: \"paid\" }; return api.orders.list(filter);",
+        "const out = []; for (const status of [\"paid\", \"pending\"]) out.push(await api.orders.list({ status })); return out;",
+        "try { return await api.orders.get({ order_id: \"ord_001\" }); } catch (e: ApiError) { return e.message; }",
+        "async function count(): number { return 1 }\nreturn api.customers.list(null);",
+        "return api.orders.retrieve({ order_id: \"ord_001\" });",
+        "const half = \"2\"; return api.customers.list({ limit: parseInt(half) });",
+        "import { api } from \"sdkbox\" // the typed SDK\nfor (const x of [1]) {\n  console.log(x);\n}\nreturn 1;",
+        "const py = `\nimport os\nprint(1)`;\nreturn py;",
+    ];
+    for code in valid {
+        assert!(
+            matches!(check.verdict(code).await, Verdict::Run(_)),
+            "stopped: {code}"
+        );
+    }
+    let secret = tempfile::tempdir().unwrap();
+    let file = secret.path().join("config.ts");
+    std::fs::write(&file, "export const API_KEY = \"sk_live_SECRET123\";").unwrap();
+    let path = file.to_str().unwrap().trim_end_matches(".ts");
+    for code in [
+        format!(
+            "const m = await import(\"{path}\"); const k: typeof m.API_KEY = m.API_KEY; return api.orders.list({{ status: k }});"
+        ),
+        format!(
+            "type T = typeof import(\"{path}\"); const x: number = null as unknown as T[\"API_KEY\"]; return x;"
+        ),
+        format!("/// <reference path=\"{}\" />\nreturn 1;", file.display()),
+    ] {
+        let said = format!("{:?}", check.verdict(&code).await);
+        assert!(!said.contains("SECRET123"), "{code}: {said}");
+    }
+    // A document checked before is closed and unguessable: nothing of it reaches another.
+    let _ = check
+        .verdict("return { note: \"private note 4242\" };")
+        .await;
+    let probe = "return api.customers.list(null as unknown as Awaited<ReturnType<typeof import(\"./check_0\")[\"default\"]>>);";
+    let said = format!("{:?}", check.verdict(probe).await);
+    assert!(!said.contains("4242"), "{said}");
 }
