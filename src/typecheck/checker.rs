@@ -74,9 +74,7 @@ impl Checker {
         declarations: &str,
         deadline: Duration,
     ) -> Result<Self, Unchecked> {
-        let dir = tempfile::Builder::new()
-            .prefix("sdkbox-tsc-")
-            .tempdir()
+        let dir = crate::worker::scratch::create(crate::worker::scratch::CHECKER)
             .map_err(|e| Unchecked(format!("cannot make the checker's directory: {e}")))?;
         for (name, text) in [("tsconfig.json", TSCONFIG), ("sdk.d.ts", declarations)] {
             let path = dir.path().join(name);

@@ -3,7 +3,7 @@
 //! than an untyped parameter), with where its SDK calls are, so that only what is certainly
 //! wrong about them blocks a run.
 
-use deno_ast::swc::ast::{CallExpr, Callee, Expr, MemberExpr, MemberProp, Prop, PropOrSpread};
+use deno_ast::swc::ast::{CallExpr, Callee, Expr, MemberExpr, MemberProp, Pat, Prop, PropOrSpread};
 use deno_ast::swc::common::Spanned;
 use deno_ast::swc::ecma_visit::{Visit, VisitWith};
 use deno_ast::{MediaType, ModuleSpecifier, ParseParams};
@@ -17,6 +17,8 @@ pub struct Document {
     /// Whether the code parses in neither style the sandbox reads (so the sandbox refuses it
     /// too).
     pub unparsable: bool,
+    /// Where `: SdkboxApi` was put (line, UTF-16 column in the checked text).
+    inserted: Vec<(u32, u32)>,
     /// Byte ranges of the text that are an SDK name (`api.customers.list`), with the name
     /// when it is written with plain identifiers.
     names: Vec<(usize, usize, Option<String>)>,
@@ -30,6 +32,72 @@ pub struct Document {
 }
 
 const REFERENCE: &str = "/// <reference path=\"./sdk.d.ts\" />\n";
+
+/// What an untyped parameter named `api` is given, so that entry functions (`main(api)`,
+/// `run(api)`, `async (api) => ...`) and helpers handed the SDK are checked against it.
+const TYPED: &str = ": SdkboxApi";
+
+/// `text` with `: SdkboxApi` after every untyped parameter named `api`, and where each went.
+fn typed_api_parameters(text: String) -> (String, Vec<(u32, u32)>) {
+    let Some(parsed) = parse(&text) else {
+        return (text, Vec::new());
+    };
+    let mut found = ApiParameters {
+        start: deno_ast::StartSourcePos::START_SOURCE_POS.as_byte_pos().0,
+        at: Vec::new(),
+    };
+    parsed.program_ref().visit_with(&mut found);
+    if found.at.is_empty() {
+        return (text, Vec::new());
+    }
+    found.at.sort_unstable();
+    let mut out = String::with_capacity(text.len() + found.at.len() * TYPED.len());
+    let mut inserted = Vec::new();
+    let mut last = 0;
+    for at in found.at {
+        out.push_str(&text[last..at]);
+        let line = out.matches('\n').count() as u32;
+        let line_start = out.rfind('\n').map_or(0, |i| i + 1);
+        let column = out[line_start..].encode_utf16().count() as u32;
+        inserted.push((line, column));
+        out.push_str(TYPED);
+        last = at;
+    }
+    out.push_str(&text[last..]);
+    (out, inserted)
+}
+
+/// Where untyped parameters named `api` end.
+struct ApiParameters {
+    start: u32,
+    at: Vec<usize>,
+}
+
+impl ApiParameters {
+    fn pattern(&mut self, pat: &Pat) {
+        if let Pat::Ident(binding) = pat
+            && binding.id.sym.as_ref() == "api"
+            && binding.type_ann.is_none()
+        {
+            self.at
+                .push(binding.id.span.hi.0.saturating_sub(self.start) as usize);
+        }
+    }
+}
+
+impl Visit for ApiParameters {
+    fn visit_param(&mut self, param: &deno_ast::swc::ast::Param) {
+        self.pattern(&param.pat);
+        param.visit_children_with(self);
+    }
+
+    fn visit_arrow_expr(&mut self, arrow: &deno_ast::swc::ast::ArrowExpr) {
+        for pat in &arrow.params {
+            self.pattern(pat);
+        }
+        arrow.visit_children_with(self);
+    }
+}
 
 impl Document {
     /// The document for `code`.
@@ -46,6 +114,7 @@ impl Document {
                 2,
             ),
         };
+        let (text, inserted) = typed_api_parameters(text);
         let parsed = parse(&text);
         let unparsable = !as_module && parsed.is_none();
         let mut spans = Spans {
@@ -80,7 +149,21 @@ impl Document {
             text,
             offset,
             unparsable,
+            inserted,
         }
+    }
+
+    /// A UTF-16 column of the checked text as a column of the model's line: the annotations
+    /// sdkbox added before it taken out.
+    pub fn model_character(&self, line: u32, character: u32) -> u32 {
+        let width = TYPED.encode_utf16().count() as u32;
+        let before = self
+            .inserted
+            .iter()
+            .filter(|(l, c)| *l == line && *c < character)
+            .map(|(_, c)| (character - c).min(width))
+            .sum::<u32>();
+        character - before
     }
 
     /// The byte offset of a 0-based line and UTF-16 character.
@@ -313,6 +396,29 @@ mod tests {
             document.text
         );
         assert_eq!(document.text.lines().count(), code.lines().count() + 3);
+    }
+
+    #[test]
+    fn an_untyped_api_parameter_is_the_sdk() {
+        let code = "export default async function main(api) { return api.customers.lst(); }";
+        let document = Document::new(code);
+        assert!(
+            document.text.contains("main(api: SdkboxApi)"),
+            "{}",
+            document.text
+        );
+        let line = document.offset;
+        let typed = document.text.lines().nth(line as usize).unwrap();
+        let at = typed.find("lst").unwrap() as u32;
+        assert_eq!(
+            document.model_character(line, at),
+            code.find("lst").unwrap() as u32
+        );
+        assert!(
+            Document::new("const f = async (api: any) => 1; return f;")
+                .inserted
+                .is_empty()
+        );
     }
 
     #[test]

@@ -230,10 +230,11 @@ fn judge(document: &Document, code: &str, diagnostics: &[Diagnostic], mode: Mode
         let Some(line) = line else {
             return (None, 1);
         };
+        let character = document.model_character(d.line, d.character);
         let mut units = 0;
         let mut column: u32 = 1;
         for c in lines[line as usize].chars() {
-            if units >= d.character as usize {
+            if units >= character as usize {
                 break;
             }
             units += c.len_utf16();

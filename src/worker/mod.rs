@@ -14,7 +14,7 @@ mod harden;
 mod pool;
 mod process;
 mod protocol;
-mod scratch;
+pub mod scratch;
 
 pub use child::{WorkerSettings, serve};
 pub use harden::{Probe, ProcessLimits, close_inherited, probe, protect_supervisor};

@@ -1,5 +1,5 @@
-//! The temporary directories a pool makes (the runtime snapshot's, each worker's home) are
-//! named after the supervisor that owns them, so that one left behind by a supervisor that
+//! The temporary directories a server makes (the runtime snapshot's, each worker's home, the
+//! type checker's) are named after the supervisor that owns them, so that one left behind by a supervisor that
 //! died without cleaning up (SIGKILL, a crash) is found and removed by the next one.
 
 use std::path::{Path, PathBuf};
@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 pub const SNAPSHOT: &str = "sdkbox-snapshot";
 /// The prefix of a worker's home directory.
 pub const WORKER: &str = "sdkbox-worker";
+/// The prefix of the type checker's directory (its declarations, read-only).
+pub const CHECKER: &str = "sdkbox-tsc";
 
 /// A new temporary directory `{kind}-{pid of this process}-XXXX`.
 pub fn create(kind: &str) -> std::io::Result<tempfile::TempDir> {
@@ -34,6 +36,11 @@ fn remove_stale_in(dir: &Path) -> Vec<PathBuf> {
         };
         if owner != std::process::id() && !alive(owner) {
             let path = entry.path();
+            // The checker's directory is read-only: its files go only once it is writable.
+            let _ = std::fs::set_permissions(
+                &path,
+                std::os::unix::fs::PermissionsExt::from_mode(0o755),
+            );
             if std::fs::remove_dir_all(&path).is_ok() {
                 tracing::info!(path = %path.display(), "removed a directory left by a supervisor that is gone");
                 removed.push(path);
@@ -60,7 +67,7 @@ fn alive(pid: u32) -> bool {
 
 /// The pid in a name made by [`create`].
 fn owner(name: &str) -> Option<u32> {
-    let rest = [SNAPSHOT, WORKER]
+    let rest = [SNAPSHOT, WORKER, CHECKER]
         .iter()
         .find_map(|kind| name.strip_prefix(kind)?.strip_prefix('-'))?;
     rest.split('-').next()?.parse().ok()

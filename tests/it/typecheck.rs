@@ -189,6 +189,20 @@ async fn valid_code_is_never_stopped_and_scripts_cannot_read_files_through_the_c
         let said = format!("{:?}", check.verdict(&code).await);
         assert!(!said.contains("SECRET123"), "{code}: {said}");
     }
+    // Entry functions take the SDK as a parameter: it is checked as the SDK, and positions
+    // are the model's own.
+    let module = "export default async function main(api) {\n  return api.customers.lst();\n}";
+    let Verdict::Stop(error) = check.verdict(module).await else {
+        panic!("an entry function's api went unchecked");
+    };
+    let column = module.lines().nth(1).unwrap().find("lst").unwrap() as u32 + 1;
+    assert_eq!(
+        (error.line, error.column),
+        (Some(2), Some(column)),
+        "{error:?}"
+    );
+    let valid_entry = "async function run(api) { return api.orders.list({ status: \"paid\" }); }";
+    assert_eq!(check.verdict(valid_entry).await, Verdict::Run(Vec::new()));
     // A document checked before is closed and unguessable: nothing of it reaches another.
     let _ = check
         .verdict("return { note: \"private note 4242\" };")
