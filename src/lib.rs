@@ -6,6 +6,7 @@
 
 pub mod answer;
 pub mod approval;
+pub mod capped;
 pub mod config;
 pub mod deadline;
 pub mod demo;

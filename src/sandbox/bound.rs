@@ -61,13 +61,6 @@ impl Report {
     }
 }
 
-/// Adds the type check's `warnings` to a finished outcome, which still fits the bound of
-/// `max_output_bytes` (the console and the result give way first).
-pub fn with_warnings(outcome: &mut Outcome, warnings: Vec<String>, max_output_bytes: usize) {
-    outcome.warnings = warnings;
-    fit(outcome, max_output_bytes.saturating_sub(ENVELOPE) / 2);
-}
-
 /// Holds `outcome` to `budget` bytes of JSON: the parts give way in order of least use to
 /// the model: console lines from the last, then the result is cut further, then read calls
 /// from the last (counted in `http_dropped`), then every record is shortened, then the error's

@@ -18,6 +18,40 @@ pub struct Logs {
     pub approvals: Vec<String>,
 }
 
+/// What replaces an outcome that could not be checked for the secret.
+fn withheld() -> Outcome {
+    Outcome::failed(ExecError::new(
+        ErrorKind::Internal,
+        "the outcome could not be checked for the provider secret, so it is withheld",
+    ))
+}
+
+/// The outcome of a script stopped before it ran (the type check found certain errors): made
+/// outside the sandbox, so scrubbed and bounded here like every outcome.
+pub fn stopped(error: ExecError, scrubber: &Scrubber, max_output_bytes: usize) -> Outcome {
+    let mut outcome = scrubber.scrub_all(Outcome::failed(error), withheld());
+    bound::fit(
+        &mut outcome,
+        max_output_bytes.saturating_sub(bound::ENVELOPE) / 2,
+    );
+    outcome
+}
+
+/// Adds the type check's `warnings` to a finished outcome: scrubbed, and the whole still held
+/// to `max_output_bytes` (the console and the result give way first).
+pub fn with_warnings(
+    outcome: &mut Outcome,
+    warnings: Vec<String>,
+    scrubber: &Scrubber,
+    max_output_bytes: usize,
+) {
+    outcome.warnings = scrubber.scrub_all(warnings, Vec::new());
+    bound::fit(
+        outcome,
+        max_output_bytes.saturating_sub(bound::ENVELOPE) / 2,
+    );
+}
+
 /// Turns a run's report and logs into the outcome returned to the caller: scrubbed whole,
 /// then held to `limits.max_output_bytes` (half of it; the text rendering of the same
 /// outcome gets the other half).
@@ -58,11 +92,7 @@ pub fn finish(report: Report, logs: Logs, limits: &ExecLimits, scrubber: &Scrubb
         timings: Timings::default(),
     };
     // Scrubbed before anything is cut: a cut could leave part of an encoded secret behind.
-    let unchecked = ExecError::new(
-        ErrorKind::Internal,
-        "the outcome could not be checked for the provider secret, so it is withheld",
-    );
-    let mut outcome = scrubber.scrub_all(outcome, Outcome::failed(unchecked));
+    let mut outcome = scrubber.scrub_all(outcome, withheld());
     let size = truncate::json_size(&outcome.result);
     let original = report.result_cut_from.unwrap_or(size).max(size);
     if original > limits.max_result_chars {
@@ -83,4 +113,31 @@ pub fn finish(report: Report, logs: Logs, limits: &ExecLimits, scrubber: &Scrubb
         finish_us: started.elapsed().as_micros() as u64,
     };
     outcome
+}
+
+#[cfg(test)]
+mod checked_tests {
+    use super::*;
+
+    const SECRET: &str = "sk_live_4eC39HqLyjWDarjtT1zdp7dc";
+
+    #[test]
+    fn what_the_type_check_adds_is_scrubbed_and_bounded_like_every_outcome() {
+        let scrubber = Scrubber::for_secret(SECRET);
+        let mut error = ExecError::new(ErrorKind::Type, format!("the code was not run: {SECRET}"));
+        error.excerpt = Some(format!("const k = \"{SECRET}\"; {}", "x".repeat(200_000)));
+        let outcome = stopped(error, &scrubber, 64_000);
+        let text = serde_json::to_string(&outcome).unwrap();
+        assert!(!text.contains(SECRET), "{text:.300}");
+        assert!(text.len() <= 32_000, "{}", text.len());
+        let mut finished = Outcome::failed(ExecError::new(ErrorKind::Runtime, "x"));
+        with_warnings(
+            &mut finished,
+            vec![format!("1:1 TS2339: '{SECRET}'"); 3],
+            &scrubber,
+            64_000,
+        );
+        assert_eq!(finished.warnings.len(), 3);
+        assert!(!serde_json::to_string(&finished).unwrap().contains(SECRET));
+    }
 }

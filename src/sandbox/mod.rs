@@ -28,7 +28,7 @@ mod surrogates;
 mod truncate;
 
 pub use bound::ENVELOPE as OUTPUT_ENVELOPE;
-pub use bound::with_warnings;
+pub use finish::{stopped, with_warnings};
 
 /// How deeply `code` nests, or why the sandbox refuses it (deeper than it parses), read
 /// without parsing: the type check asks before it parses the code itself.

@@ -183,7 +183,8 @@ impl SdkboxServer {
             Some(check) => match check.verdict(&input.code).await {
                 crate::typecheck::Verdict::Run(warnings) => warnings,
                 crate::typecheck::Verdict::Stop(error) => {
-                    let outcome = crate::sandbox::Outcome::failed(error);
+                    let max = self.provider.limits.max_output_bytes;
+                    let outcome = crate::sandbox::stopped(error, egress.scrubber(), max);
                     return Ok(CallToolResponse::Complete(tools::execute_result(
                         &outcome,
                         self.provider.limits.max_output_bytes,
@@ -225,7 +226,13 @@ impl SdkboxServer {
             .execute(&target, &input.code, &limits, context.ct.clone())
             .await;
         if !warnings.is_empty() {
-            crate::sandbox::with_warnings(&mut outcome, warnings, limits.max_output_bytes);
+            let scrubber = target.egress.scrubber();
+            crate::sandbox::with_warnings(
+                &mut outcome,
+                warnings,
+                scrubber,
+                limits.max_output_bytes,
+            );
         }
         let timings = &outcome.timings;
         tracing::debug!(

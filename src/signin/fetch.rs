@@ -58,7 +58,7 @@ pub(super) async fn read_json(
             "{url} must be https (plain http only on loopback)"
         )));
     }
-    let mut response = request
+    let response = request
         .send()
         .await
         .map_err(|e| unreachable(e.to_string()))?;
@@ -66,18 +66,8 @@ pub(super) async fn read_json(
     if !status.is_success() {
         return Err(unreachable(format!("HTTP {status}")));
     }
-    let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
+    let body = crate::capped::capped_body(response, MAX_DOCUMENT_BYTES)
         .await
-        .map_err(|e| unreachable(e.to_string()))?
-    {
-        if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
-            return Err(unreachable(format!(
-                "the answer is larger than {MAX_DOCUMENT_BYTES} bytes"
-            )));
-        }
-        body.extend_from_slice(&chunk);
-    }
+        .map_err(|e| unreachable(e.to_string()))?;
     serde_json::from_slice(&body).map_err(|e| unreachable(format!("not JSON: {e}")))
 }

@@ -129,17 +129,15 @@ fn store(spec: &Path, meta_path: &Path, text: &str, meta: &Meta) -> std::io::Res
 }
 
 /// The body of a spec's response, read up to [`super::MAX_SPEC_BYTES`] and refused past it.
-async fn capped_text(mut response: reqwest::Response) -> Result<String, String> {
+async fn capped_text(response: reqwest::Response) -> Result<String, String> {
     let limit = super::MAX_SPEC_BYTES;
-    if response.content_length().is_some_and(|n| n > limit as u64) {
-        return Err(format!("the spec is larger than {limit} bytes"));
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
-        if body.len() + chunk.len() > limit {
-            return Err(format!("the spec is larger than {limit} bytes"));
-        }
-        body.extend_from_slice(&chunk);
-    }
+    let body = crate::capped::capped_body(response, limit)
+        .await
+        .map_err(|e| match e {
+            crate::capped::CappedError::TooLarge(_) => {
+                format!("the spec is larger than {limit} bytes")
+            }
+            crate::capped::CappedError::Failed(why) => why,
+        })?;
     String::from_utf8(body).map_err(|_| "the spec is not UTF-8 text".to_owned())
 }

@@ -50,8 +50,6 @@ pub struct Checker {
     /// One check at a time: documents open together are one program, and could read each
     /// other's types.
     one_at_a_time: Mutex<()>,
-    /// How many compilers were started, for tests and logs.
-    starts: AtomicU64,
 }
 
 impl Drop for Checker {
@@ -91,7 +89,6 @@ impl Checker {
             deadline,
             documents: AtomicU64::new(0),
             one_at_a_time: Mutex::new(()),
-            starts: AtomicU64::new(0),
         };
         // The first check loads the declarations (tens to hundreds of milliseconds): done now.
         let warm = tokio::time::timeout(
@@ -106,16 +103,6 @@ impl Checker {
                 "the compiler did not load the SDK in 60 s".into(),
             )),
         }
-    }
-
-    /// How many compilers this checker has started.
-    pub fn starts(&self) -> u64 {
-        self.starts.load(Ordering::Relaxed)
-    }
-
-    /// The process id of the compiler running now, if one is.
-    pub async fn pid(&self) -> Option<u32> {
-        self.live.lock().await.as_ref().and_then(|l| l.child.id())
     }
 
     /// The diagnostics of `text` (errors and warnings, not hints), within the deadline.
@@ -212,7 +199,6 @@ impl Checker {
         let mut child = command
             .spawn()
             .map_err(|e| Unchecked(format!("cannot start {}: {e}", self.tsc.display())))?;
-        self.starts.fetch_add(1, Ordering::Relaxed);
         let (Some(input), Some(output)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(Unchecked(
                 "the compiler has no standard input or output".into(),

@@ -111,11 +111,6 @@ impl TypeCheck {
         }
     }
 
-    /// The checker, for tests and measurements.
-    pub fn checker(&self) -> &Checker {
-        &self.checker
-    }
-
     /// Checks `code`. Code the sandbox refuses anyway (too large, nested too deeply) is not
     /// checked; deeply nested code is parsed on a thread with room for its recursion.
     pub async fn verdict(&self, code: &str) -> Verdict {
