@@ -24,6 +24,9 @@ RUN --mount=type=cache,id=sdkbox-cargo-registry,target=/usr/local/cargo/registry
     cargo build --release --locked --bin sdkbox \
  && install -D -m 0755 target/release/sdkbox /out/sdkbox \
  && strip --strip-debug /out/sdkbox
+# The type check's compiler (TypeScript 7's native tsc, the npm package sdkbox pins, checked
+# against its digest), so a container checks scripts without downloading anything.
+RUN /out/sdkbox fetch-tsc --into /out/typescript
 
 FROM ${RUNTIME_IMAGE}
 # ca-certificates: the provider's TLS roots (reqwest verifies against the system's store).
@@ -33,6 +36,8 @@ RUN apt-get update \
  && useradd --uid 10001 --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin sdkbox \
  && install -d -o 10001 -g 10001 /var/cache/sdkbox
 COPY --from=build /out/sdkbox /usr/local/bin/sdkbox
+COPY --from=build /out/typescript /usr/local/lib/sdkbox/typescript
+ENV SDKBOX_TSC=/usr/local/lib/sdkbox/typescript/tsc
 COPY examples /usr/share/sdkbox/examples
 # A spec fetched by URL is cached here (mount a volume to keep it across containers).
 ENV SDKBOX_CACHE_DIR=/var/cache/sdkbox

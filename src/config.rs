@@ -65,7 +65,8 @@ pub struct ProviderFile {
     /// The type check of `execute`: `block` (certain errors in SDK calls stop the run; the
     /// default), `warn` (never stops), or `off`.
     pub typecheck: Option<crate::typecheck::Mode>,
-    /// The TypeScript 7 compiler (`tsc`) the type check uses; default: `tsc` on `PATH`.
+    /// The TypeScript 7 compiler (`tsc`) the type check uses; default: `tsc` on `PATH`, else
+    /// the pinned one in sdkbox's cache (see [`crate::typecheck::compiler`]).
     pub tsc: Option<PathBuf>,
     /// Sign-in for remote clients over HTTP (OAuth; `--oauth-issuer` and `--public-url` on
     /// the command line): not `auth`, the provider credential's scheme.

@@ -28,6 +28,8 @@ enum Command {
     Search(commands::docs::SearchArgs),
     /// Print the SDK a script sees as TypeScript declarations (`api` and the globals).
     Types(commands::docs::TypesArgs),
+    /// Download the type check's pinned TypeScript 7 compiler now (into the cache, or --into).
+    FetchTsc(commands::compiler::FetchTscArgs),
     /// Internal: serve executions for a supervisor over standard input (a Unix socket).
     #[command(hide = true)]
     Worker(commands::worker::WorkerArgs),
@@ -106,6 +108,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let runtime =
                 tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;
             runtime.block_on(commands::docs::types(args))
+        }
+        Command::FetchTsc(args) => {
+            let runtime =
+                tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;
+            runtime.block_on(commands::compiler::fetch_tsc(args))
         }
     }
 }

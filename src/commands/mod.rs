@@ -1,5 +1,6 @@
 //! The commands of the `sdkbox` binary, one file each.
 
+pub mod compiler;
 pub mod docs;
 pub mod exec;
 pub mod serve;

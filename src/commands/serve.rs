@@ -54,10 +54,11 @@ pub struct ServeArgs {
     #[arg(long)]
     pub session_key_header: Option<String>,
     /// The type check of execute: block (certain errors in SDK calls stop the run), warn or
-    /// off (default: the provider file's `typecheck`, else block when a compiler is found).
-    #[arg(long)]
+    /// off (default: the provider file's `typecheck`, else block).
+    #[arg(long, env = "SDKBOX_TYPECHECK")]
     pub typecheck: Option<sdkbox::typecheck::Mode>,
-    /// The TypeScript 7 compiler (`tsc`) to check scripts with; default: `tsc` on PATH.
+    /// The TypeScript 7 compiler (`tsc`) to check scripts with; default: `tsc` on PATH, else
+    /// the pinned one in sdkbox's cache, downloaded there once.
     #[arg(long, env = "SDKBOX_TSC")]
     pub tsc: Option<PathBuf>,
     /// Executions at once.

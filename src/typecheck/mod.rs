@@ -7,14 +7,15 @@
 //! time lets the run go ahead, with a note.
 
 mod checker;
+pub mod compiler;
 mod document;
 mod lsp;
 
 pub use checker::{Checker, Diagnostic, Unchecked};
 pub use document::Document;
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::sdk::Sdk;
@@ -78,37 +79,62 @@ pub enum Verdict {
 /// A server's type check.
 pub struct TypeCheck {
     mode: Mode,
-    checker: Checker,
+    /// Unset while the compiler downloads; then the running checker, or why there is none.
+    checker: Arc<OnceLock<Result<Checker, Unchecked>>>,
     /// The SDK the declarations were made from: a name it resolves (a spelling an official
     /// SDK uses) is no error, whatever the declarations say.
     sdk: Arc<Sdk>,
 }
 
 impl TypeCheck {
-    /// The check in `mode` with the compiler at `tsc` (else a TypeScript 7 `tsc` on `PATH`),
-    /// preloaded with `declarations`; `None`, with one warning saying why, when the mode is
-    /// off or no compiler runs.
+    /// The check in `mode` with the compiler [`compiler::locate`] finds, preloaded with the
+    /// SDK's declarations; `None`, with one warning saying why, when the mode is off or no
+    /// compiler can be had. When the pinned compiler must be downloaded first, that happens
+    /// in the background and scripts run unchecked, with a note, until it is ready.
     pub async fn start(mode: Mode, tsc: Option<&Path>, sdk: Arc<Sdk>) -> Option<Self> {
         if mode == Mode::Off {
             return None;
         }
-        let Some(tsc) = compiler(tsc) else {
-            tracing::warn!(
-                "no TypeScript 7 compiler (--tsc PATH, or tsc on PATH): execute runs without a type check"
-            );
-            eprintln!(
-                "sdkbox: warning: no TypeScript 7 compiler found (--tsc PATH): scripts are not type-checked"
-            );
-            return None;
-        };
         let declarations = crate::sdk::declarations(sdk.api());
-        match Checker::start(&tsc, &declarations, CHECK_DEADLINE).await {
-            Ok(checker) => Some(Self { mode, checker, sdk }),
-            Err(Unchecked(why)) => {
-                eprintln!("sdkbox: warning: the type check is off: {why}");
-                None
+        let checker = Arc::new(OnceLock::new());
+        match compiler::locate(tsc) {
+            compiler::Located::Ready(tsc) => {
+                let started = Checker::start(&tsc, &declarations, CHECK_DEADLINE).await;
+                if let Err(Unchecked(why)) = &started {
+                    eprintln!("sdkbox: warning: the type check is off: {why}");
+                    return None;
+                }
+                let _ = checker.set(started);
+            }
+            compiler::Located::Missing(why) => {
+                tracing::warn!("execute runs without a type check: {why}");
+                eprintln!("sdkbox: warning: scripts are not type-checked: {why}");
+                return None;
+            }
+            compiler::Located::Download(package, dir) => {
+                eprintln!(
+                    "sdkbox: downloading TypeScript {} ({}, about 10 MB) for the type check, once; scripts run unchecked until it is ready",
+                    compiler::VERSION,
+                    package.platform
+                );
+                let ready = checker.clone();
+                tokio::spawn(async move {
+                    let started =
+                        match compiler::download(&package, &dir, &compiler::registry()).await {
+                            Ok(tsc) => Checker::start(&tsc, &declarations, CHECK_DEADLINE).await,
+                            Err(error) => Err(error),
+                        };
+                    match &started {
+                        Ok(_) => eprintln!("sdkbox: the type check is on"),
+                        Err(Unchecked(why)) => {
+                            eprintln!("sdkbox: warning: the type check is off: {why}");
+                        }
+                    }
+                    let _ = ready.set(started);
+                });
             }
         }
+        Some(Self { mode, checker, sdk })
     }
 
     /// Checks `code`. Code the sandbox refuses anyway (too large, nested too deeply) is not
@@ -138,7 +164,16 @@ impl TypeCheck {
         let Ok(Some(document)) = built else {
             return Verdict::Run(vec!["not type-checked: the code could not be read".into()]);
         };
-        let diagnostics = match self.checker.diagnostics(&document.text).await {
+        let checker = match self.checker.get() {
+            Some(Ok(checker)) => checker,
+            Some(Err(_)) => return Verdict::Run(Vec::new()),
+            None => {
+                return Verdict::Run(vec![
+                    "not type-checked: the TypeScript compiler is still downloading".into(),
+                ]);
+            }
+        };
+        let diagnostics = match checker.diagnostics(&document.text).await {
             Ok(diagnostics) => diagnostics,
             Err(Unchecked(why)) => {
                 return Verdict::Run(vec![format!("not type-checked: {why}")]);
@@ -166,20 +201,6 @@ impl TypeCheck {
         };
         !group.is_empty() && self.sdk.operation(&group.join("."), method).is_ok()
     }
-}
-
-/// The compiler to use: the one given, else `tsc` on `PATH` if it is TypeScript 7.
-fn compiler(given: Option<&Path>) -> Option<PathBuf> {
-    if let Some(path) = given {
-        return Some(path.to_owned());
-    }
-    let output = std::process::Command::new("tsc")
-        .arg("--version")
-        .output()
-        .ok()?;
-    String::from_utf8_lossy(&output.stdout)
-        .starts_with("Version 7.")
-        .then(|| PathBuf::from("tsc"))
 }
 
 /// Whether a diagnostic is certain enough to stop a run: only what the runtime SDK would

@@ -571,7 +571,7 @@ async fn finding_15_sigterm_cleans_up_and_stale_directories_are_removed() {
     // Left by a supervisor that is gone (no process has this pid).
     std::fs::create_dir(tmp.path().join("sdkbox-snapshot-4000000000-AbCdEf")).unwrap();
     for http in [true, false] {
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"));
+        let mut command = crate::support::sdkbox_async();
         command.env("TMPDIR", tmp.path()).args(["serve", "--demo"]);
         let (child, log) = if http {
             command.args(["--http", "127.0.0.1:0"]);
@@ -661,7 +661,7 @@ async fn finding_10_workers_inherit_no_descriptor_of_the_supervisor() {
     // As a careless parent would hand it down: without close-on-exec.
     rustix::io::fcntl_setfd(&leaked, rustix::io::FdFlags::empty()).unwrap();
     let server = crate::support::listening({
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"));
+        let mut command = crate::support::sdkbox_async();
         command.args(["serve", "--demo", "--http", "127.0.0.1:0"]);
         command
     })
@@ -725,6 +725,7 @@ fn finding_10_the_supervisor_is_not_dumpable() {
     // The supervisor, holding a secret it read from the environment: not readable.
     let mut server = as_nobody(env!("CARGO_BIN_EXE_sdkbox"))
         .args(["serve", "--demo"])
+        .env(crate::support::TYPECHECK, "off")
         .env("SDKBOX_SECRET_FOR_TEST", "sk_live_never_readable")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())

@@ -93,7 +93,7 @@ pub(crate) fn expected_protocol(era: &str) -> &'static str {
 
 /// `sdkbox serve --demo --http` with a bearer token, as the README's remote setup.
 async fn http_server(token: &str) -> Listening {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_sdkbox"));
+    let mut command = crate::support::sdkbox_async();
     command
         .args(["serve", "--demo", "--http", "127.0.0.1:0"])
         .args(["--token-env", "SDKBOX_TOKEN"])
@@ -138,6 +138,7 @@ async fn run(mut command: Command, era: &str, transport: &str, expected: &[&str]
         .env("ERA", era)
         .env("TRANSPORT", transport)
         .env("SDKBOX_BIN", env!("CARGO_BIN_EXE_sdkbox"))
+        .env(crate::support::TYPECHECK, "off")
         .kill_on_drop(true);
     if let Some(server) = &server {
         command
@@ -253,6 +254,7 @@ async fn the_inspector_finds_no_portability_problem() {
     let output = Command::new("node")
         .arg("node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js")
         .args(["--cli", "--method", "tools/list", "--strict"])
+        .args(["-e", "SDKBOX_TYPECHECK=off"])
         .arg(env!("CARGO_BIN_EXE_sdkbox"))
         .args(["serve", "--demo"])
         .current_dir(&dir)

@@ -38,5 +38,6 @@ mod signin;
 mod specs;
 mod support;
 mod transport;
+mod tsc_download;
 mod typecheck;
 mod types;

@@ -16,7 +16,7 @@ use crate::provider::Provider;
 use crate::support::{INITIALIZE, RawServer};
 
 fn sdkbox() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_sdkbox"));
+    let mut command = crate::support::sdkbox_async();
     command.kill_on_drop(true);
     command
 }

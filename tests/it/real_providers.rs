@@ -291,7 +291,7 @@ async fn the_example_configs_load_with_a_scheme_a_secret_works_alone() {
         let run = |args: Vec<std::ffi::OsString>| {
             // A stdio server whose client has gone at once: it starts, says where the
             // secret goes, and ends.
-            let output = std::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"))
+            let output = crate::support::sdkbox()
                 .args(["serve", "--no-model", "--approval-page", "off"])
                 .args(args)
                 .arg("--spec")

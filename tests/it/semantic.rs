@@ -50,7 +50,7 @@ async fn the_server_starts_at_once_and_then_ranks_by_meaning() {
         return;
     };
     let cache = tempfile::tempdir().unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"))
+    let mut child = crate::support::sdkbox_async()
         .args(["serve", "--demo", "--model-dir"])
         .arg(&model)
         .env("SDKBOX_CACHE_DIR", cache.path())

@@ -43,7 +43,7 @@ fn decision(outcome: &Value) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_http_sessions_with_one_provider_key_cannot_spend_each_others_approvals() {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"));
+    let mut command = crate::support::sdkbox_async();
     command.kill_on_drop(true).args([
         "serve",
         "--demo",

@@ -115,7 +115,7 @@ fn free_port() -> u16 {
 async fn signed_in_sdkbox(issuer: &str, args: &[&str]) -> (Listening, String) {
     let port = free_port();
     let public = format!("http://127.0.0.1:{port}/mcp");
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"));
+    let mut command = crate::support::sdkbox_async();
     command.args(["serve", "--http", &format!("127.0.0.1:{port}")]);
     command.args(["--oauth-issuer", issuer, "--public-url", &public]);
     if !args.contains(&"--spec") {
@@ -518,7 +518,7 @@ async fn the_write_scope_decides_writes_and_the_callers_token_never_reaches_the_
     ]);
     let port = free_port();
     let public = format!("http://127.0.0.1:{port}/mcp");
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"));
+    let mut command = crate::support::sdkbox_async();
     command
         .args(["serve", "--http", &format!("127.0.0.1:{port}")])
         .args(["--oauth-issuer", &idp.url, "--public-url", &public])
@@ -681,7 +681,7 @@ async fn opaque_tokens_are_checked_by_introspection() {
         ),
     )
     .unwrap();
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"));
+    let mut command = crate::support::sdkbox_async();
     command
         .args([
             "serve",
@@ -1021,7 +1021,7 @@ async fn a_slashed_issuer_and_the_public_host_just_work() {
     );
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     let public = "https://mcp.example.com/mcp";
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"));
+    let mut command = crate::support::sdkbox_async();
     command
         .args(["serve", "--demo", "--http", "127.0.0.1:0"])
         .args([

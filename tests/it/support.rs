@@ -71,7 +71,19 @@ pub fn sdkbox() -> std::process::Command {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"));
     // Lexical search, as the tests pin it, and no model download (tests/it/semantic.rs
     // turns the model on where it is the subject).
-    command.env("SDKBOX_NO_MODEL", "1");
+    command.env("SDKBOX_NO_MODEL", "1").env(TYPECHECK, "off");
+    command
+}
+
+/// The environment variable that turns the type check off. Every server a test starts has
+/// it off (no compiler download, no check the test did not ask for) unless the type check is
+/// the subject: tests/it/typecheck.rs passes `--typecheck` and `--tsc`, which win over it.
+pub const TYPECHECK: &str = "SDKBOX_TYPECHECK";
+
+/// The built `sdkbox` binary as a tokio command, the type check off (see [`TYPECHECK`]).
+pub fn sdkbox_async() -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"));
+    command.env(TYPECHECK, "off");
     command
 }
 
@@ -111,6 +123,7 @@ pub struct Listening {
 pub async fn listening(mut command: tokio::process::Command) -> Listening {
     let mut child = command
         .env("SDKBOX_NO_MODEL", "1")
+        .env(TYPECHECK, "off")
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -156,7 +169,7 @@ impl RawServer {
 
     /// Starts `sdkbox` with `args` and environment `env`, and completes the MCP handshake.
     pub async fn start_with(args: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"));
+        let mut command = sdkbox_async();
         command.kill_on_drop(true).env("SDKBOX_NO_MODEL", "1");
         for (k, v) in env {
             command.env(k, v);

@@ -13,7 +13,7 @@ use tokio::net::TcpStream;
 use crate::support::{Listening, listening};
 
 async fn server(extra: &[&str]) -> (Listening, String) {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_sdkbox"));
+    let mut command = crate::support::sdkbox_async();
     command
         .kill_on_drop(true)
         .args(["serve", "--demo", "--http", "127.0.0.1:0"])

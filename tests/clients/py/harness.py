@@ -12,6 +12,7 @@ import os
 
 from jsonschema import Draft202012Validator
 from mcp import StdioServerParameters
+from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -22,7 +23,11 @@ TRANSPORT = os.environ.get("TRANSPORT", "stdio")
 def server():
     if TRANSPORT == "stdio":
         # The README's Claude Desktop entry: {"command": "/path/to/sdkbox", "args": ["serve", "--demo"]}
-        return StdioServerParameters(command=os.environ["SDKBOX_BIN"], args=["serve", "--demo"])
+        # The client's default environment, plus the type-check setting the test gives.
+        env = get_default_environment()
+        if os.environ.get("SDKBOX_TYPECHECK"):
+            env["SDKBOX_TYPECHECK"] = os.environ["SDKBOX_TYPECHECK"]
+        return StdioServerParameters(command=os.environ["SDKBOX_BIN"], args=["serve", "--demo"], env=env)
     # The README's remote entry: the MCP URL with `Authorization: Bearer $SDKBOX_TOKEN`.
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {os.environ['SDKBOX_TOKEN']}"})
     return streamable_http_client(os.environ["SDKBOX_URL"], http_client=http)

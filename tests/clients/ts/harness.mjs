@@ -40,6 +40,11 @@ export function transport() {
     return new modules.stdio.StdioClientTransport({
       command: process.env.SDKBOX_BIN,
       args: process.env.SDKBOX_ARGS ? JSON.parse(process.env.SDKBOX_ARGS) : ["serve", "--demo"],
+      // The client's default environment, plus the type-check setting the test gives.
+      env: {
+        ...modules.stdio.getDefaultEnvironment(),
+        ...(process.env.SDKBOX_TYPECHECK ? { SDKBOX_TYPECHECK: process.env.SDKBOX_TYPECHECK } : {}),
+      },
       stderr: "ignore",
     });
   }
