@@ -72,6 +72,9 @@ pub struct ProviderFile {
     /// the command line): not `auth`, the provider credential's scheme.
     #[serde(default)]
     pub oauth: crate::signin::OAuthFile,
+    /// Account linking: each signed-in user acts with their own provider account, which
+    /// sdkbox links through the provider's OAuth (needs `[oauth]`).
+    pub provider_oauth: Option<crate::linking::ProviderOAuthFile>,
     /// The command line's model settings, put over `search` (not read from the file).
     #[serde(skip)]
     pub model: ModelArgs,

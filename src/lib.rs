@@ -12,6 +12,7 @@ pub mod deadline;
 pub mod demo;
 pub mod egress;
 mod hex;
+pub mod linking;
 mod lock;
 pub mod sandbox;
 pub mod sdk;

@@ -173,6 +173,26 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
             Some(std::sync::Arc::new(SignIn::start(settings).await?))
         }
     };
+    let linking = match (file.provider_oauth.take(), &sign_in) {
+        (None, _) => None,
+        (Some(table), Some(sign_in)) => {
+            let settings = table.check(&sign_in.settings().public_url, &|name| {
+                std::env::var(name).ok()
+            })?;
+            Some(std::sync::Arc::new(
+                sdkbox::linking::Linking::start(settings).await?,
+            ))
+        }
+        (Some(_), None) if args.http.is_some() => anyhow::bail!(
+            "[provider_oauth] links each signed-in user's provider account, so it needs sign-in: add [oauth] (or --oauth-issuer and --public-url)"
+        ),
+        (Some(_), None) => {
+            tracing::info!(
+                "[provider_oauth] applies to --http with sign-in; stdio acts with the configured key"
+            );
+            None
+        }
+    };
     file.limits.workers = args.workers.or(file.limits.workers);
     file.typecheck = args.typecheck.or(file.typecheck);
     file.tsc = args.tsc.clone().or(file.tsc.take());
@@ -206,6 +226,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
             let options = HttpOptions {
                 token,
                 sign_in,
+                linking,
                 allowed_origins: args.allowed_origins,
                 allowed_hosts: args.allowed_hosts,
                 stateless: args.stateless,

@@ -283,11 +283,14 @@
   // ---- api: the provider client ---------------------------------------------------------
 
   class ApiError extends Error {
-    constructor(status, what, body) {
+    constructor(status, what, body, challenge) {
       const detail = providerMessage(body);
       let message = `${what} failed with HTTP ${status}${detail ? `: ${detail}` : ""}`;
+      // RFC 6750: the scope the provider wants, when it says so.
+      const scope = /insufficient_scope/.test(challenge ?? "") ? /scope="([^"]*)"/.exec(challenge)?.[1] : undefined;
       if (status === 401) message += " (hint: the provider rejected the credentials; the API key is missing or wrong in sdkbox's configuration)";
-      if (status === 403) message += " (hint: the API key lacks the permission or scope for this operation)";
+      else if (status === 403 && scope) message += ` (hint: the provider token lacks the scope "${scope}". With a provider account linked through sdkbox, the user unlinks it (DELETE /link) and links again granting "${scope}"; else the API key lacks it)`;
+      else if (status === 403) message += " (hint: the API key lacks the permission or scope for this operation)";
       super(message);
       this.name = "ApiError";
       this.status = status;
@@ -336,7 +339,10 @@
 
   function settle(raw, what) {
     const parsed = parseBody(raw);
-    if (raw.status >= 400) throw new ApiError(raw.status, what, parsed);
+    if (raw.status >= 400) {
+      const challenge = raw.headers.find(([k]) => k === "www-authenticate")?.[1];
+      throw new ApiError(raw.status, what, parsed, challenge);
+    }
     return parsed;
   }
 

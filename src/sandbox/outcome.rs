@@ -43,11 +43,13 @@ pub enum ErrorKind {
     Internal,
     /// The call's input was larger than sdkbox accepts (the code itself, say).
     Limit,
+    /// The signed-in user has not linked their provider account; nothing ran.
+    Link,
 }
 
 impl ErrorKind {
     /// Every kind, for the `execute` tool's output schema.
-    pub const ALL: [ErrorKind; 12] = [
+    pub const ALL: [ErrorKind; 13] = [
         Self::Syntax,
         Self::Type,
         Self::Runtime,
@@ -60,6 +62,7 @@ impl ErrorKind {
         Self::Crashed,
         Self::Internal,
         Self::Limit,
+        Self::Link,
     ];
 
     /// The name clients see, as serialised.
@@ -77,6 +80,7 @@ impl ErrorKind {
             Self::Crashed => "crashed",
             Self::Internal => "internal",
             Self::Limit => "limit",
+            Self::Link => "link",
         }
     }
 }

@@ -30,6 +30,8 @@ pub struct HttpOptions {
     pub token: Option<String>,
     /// Sign-in (OAuth): clients send access tokens of the configured issuer instead.
     pub sign_in: Option<Arc<SignIn>>,
+    /// Account linking (needs sign-in): each user acts with their own provider account.
+    pub linking: Option<Arc<crate::linking::Linking>>,
     /// Browser origins allowed besides loopback ones (`https://app.example.com`).
     pub allowed_origins: Vec<String>,
     /// Host names clients reach the server by, besides loopback ones.
@@ -109,8 +111,13 @@ pub async fn serve_http(
     ));
     let name = format!("sdkbox: {}", provider.name);
     let for_sessions = options.sign_in.clone();
+    let linking = options.linking.clone();
     let service = StreamableHttpService::new(
-        move || Ok(SdkboxServer::new(provider.clone(), None).signed_in_by(for_sessions.clone())),
+        move || {
+            Ok(SdkboxServer::new(provider.clone(), None)
+                .signed_in_by(for_sessions.clone())
+                .linked_by(linking.clone()))
+        },
         sessions.clone(),
         config,
     );
@@ -141,6 +148,23 @@ pub async fn serve_http(
             sign_in.settings().public_url,
             sign_in.metadata_url()
         );
+        if let Some(linking) = &options.linking {
+            app = app.merge(super::linking::routes(
+                linking.clone(),
+                sign_in.clone(),
+                &name,
+            ));
+            eprintln!(
+                "sdkbox: account linking: users link their provider account at {} (callback {})",
+                linking
+                    .settings()
+                    .public_origin
+                    .join("link/start/")
+                    .map(|u| u.to_string())
+                    .unwrap_or_default(),
+                linking.settings().redirect_uri
+            );
+        }
     }
     let app = app.merge(mcp);
     tracing::info!("serving MCP on http://{address}/mcp");

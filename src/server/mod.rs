@@ -3,6 +3,8 @@
 
 mod approve;
 mod http;
+mod link_ask;
+mod linking;
 mod listen;
 mod sessions;
 mod signin;
@@ -84,6 +86,8 @@ pub struct SdkboxServer {
     session: Option<String>,
     /// Sign-in, when the transport requires it: who signed in comes with each request.
     sign_in: Option<Arc<SignIn>>,
+    /// Account linking: signed-in users act with their own provider accounts.
+    linking: Option<Arc<crate::linking::Linking>>,
 }
 
 #[tool_router]
@@ -97,6 +101,7 @@ impl SdkboxServer {
             session_egress: Arc::default(),
             session,
             sign_in: None,
+            linking: None,
         }
     }
 
@@ -104,6 +109,12 @@ impl SdkboxServer {
     /// their tokens); without the write scope their writes are refused.
     pub fn signed_in_by(mut self, sign_in: Option<Arc<SignIn>>) -> Self {
         self.sign_in = sign_in;
+        self
+    }
+
+    /// Signed-in users act with the provider accounts they linked through `linking`.
+    pub fn linked_by(mut self, linking: Option<Arc<crate::linking::Linking>>) -> Self {
+        self.linking = linking;
         self
     }
 
@@ -173,8 +184,16 @@ impl SdkboxServer {
         if let Some(ms) = input.timeout_ms {
             limits.timeout = limits.timeout.min(Duration::from_millis(ms.max(1)));
         }
-        let egress = self.egress_for(&context)?;
         let signed_in = self.signed_in(&context)?;
+        let egress = match (&self.linking, &signed_in) {
+            (Some(linking), Some(user)) => {
+                match self.linked_egress(linking, user, &context).await {
+                    Ok(egress) => egress,
+                    Err(refusal) => return Ok(CallToolResponse::Complete(refusal)),
+                }
+            }
+            _ => self.egress_for(&context)?,
+        };
         let caller = self.caller(&context, &egress, signed_in.as_deref());
         // Checked once the caller is known, before the approval round and the pool: a script
         // with certain errors is not run at all.
@@ -329,6 +348,21 @@ impl SdkboxServer {
         let Some(key) = key.filter(|k| !k.is_empty()) else {
             return Ok(provider.egress.clone());
         };
+        let scheme = provider
+            .egress_config
+            .credential
+            .as_ref()
+            .map_or(crate::egress::AuthScheme::Bearer, |c| c.scheme.clone());
+        self.keyed_egress(key, scheme)
+    }
+
+    /// Egress acting with `key` presented as `scheme`, reused while this handler's key stays
+    /// the same (an HTTP client per call would be wasted work).
+    pub(super) fn keyed_egress(
+        &self,
+        key: String,
+        scheme: crate::egress::AuthScheme,
+    ) -> Result<Egress, ErrorData> {
         let mut cached = self
             .session_egress
             .lock()
@@ -338,11 +372,7 @@ impl SdkboxServer {
         {
             return Ok(egress.clone());
         }
-        let mut config = provider.egress_config.clone();
-        let scheme = config
-            .credential
-            .as_ref()
-            .map_or(crate::egress::AuthScheme::Bearer, |c| c.scheme.clone());
+        let mut config = self.provider.egress_config.clone();
         config.credential = Some(Credential {
             scheme,
             secret: crate::egress::Secret::new(key.clone()),

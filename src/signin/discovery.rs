@@ -10,13 +10,19 @@ use super::fetch::get_json;
 
 /// What sign-in needs from the issuer's metadata.
 #[derive(Debug, Clone)]
-pub(super) struct IssuerMetadata {
+pub(crate) struct IssuerMetadata {
     /// The issuer as the metadata (and so its tokens) spell it.
     pub issuer: String,
     /// Its key set.
     pub jwks_uri: Option<Url>,
     /// Its introspection endpoint, if it has one.
     pub introspection_endpoint: Option<Url>,
+    /// Where users authorize a client (account linking sends them there).
+    pub authorization_endpoint: Option<Url>,
+    /// Where codes and refresh tokens are exchanged.
+    pub token_endpoint: Option<Url>,
+    /// Where tokens are revoked (RFC 7009), if it has one.
+    pub revocation_endpoint: Option<Url>,
 }
 
 /// The metadata URLs to try for `issuer`, in order: RFC 8414's (the well-known path inserted
@@ -42,7 +48,7 @@ fn candidates(issuer: &str) -> Vec<Url> {
 }
 
 /// Reads the issuer's metadata: the first candidate that answers for this issuer.
-pub(super) async fn discover(client: &Client, issuer: &str) -> Result<IssuerMetadata, SignInError> {
+pub(crate) async fn discover(client: &Client, issuer: &str) -> Result<IssuerMetadata, SignInError> {
     let mut tried = Vec::new();
     for url in candidates(issuer) {
         let document = match get_json(client, &url).await {
@@ -64,6 +70,9 @@ pub(super) async fn discover(client: &Client, issuer: &str) -> Result<IssuerMeta
             issuer: named.to_owned(),
             jwks_uri: url_of("jwks_uri"),
             introspection_endpoint: url_of("introspection_endpoint"),
+            authorization_endpoint: url_of("authorization_endpoint"),
+            token_endpoint: url_of("token_endpoint"),
+            revocation_endpoint: url_of("revocation_endpoint"),
         });
     }
     Err(SignInError::Unreachable(format!(

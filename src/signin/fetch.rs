@@ -18,7 +18,7 @@ const MAX_DOCUMENT_BYTES: usize = 512 * 1024;
 
 /// The HTTP client sign-in uses: its own, with no cookies and no redirects (a redirect could
 /// downgrade to plain http, or carry a token being introspected elsewhere).
-pub(super) fn client() -> Result<Client, SignInError> {
+pub(crate) fn client() -> Result<Client, SignInError> {
     Client::builder()
         .timeout(REQUEST_TIMEOUT)
         .connect_timeout(REQUEST_TIMEOUT)
@@ -29,7 +29,7 @@ pub(super) fn client() -> Result<Client, SignInError> {
 }
 
 /// Whether `url` may carry keys, tokens or secrets: https, or plain http on loopback.
-pub(super) fn secure(url: &Url) -> bool {
+pub(crate) fn secure(url: &Url) -> bool {
     let loopback = match url.host() {
         Some(url::Host::Domain(name)) => name == "localhost",
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
@@ -40,7 +40,7 @@ pub(super) fn secure(url: &Url) -> bool {
 }
 
 /// GETs a JSON document.
-pub(super) async fn get_json(client: &Client, url: &Url) -> Result<Value, SignInError> {
+pub(crate) async fn get_json(client: &Client, url: &Url) -> Result<Value, SignInError> {
     let request = client
         .get(url.clone())
         .header(reqwest::header::ACCEPT, "application/json");
@@ -48,7 +48,7 @@ pub(super) async fn get_json(client: &Client, url: &Url) -> Result<Value, SignIn
 }
 
 /// Sends `request` and reads its JSON answer, within the size bound.
-pub(super) async fn read_json(
+pub(crate) async fn read_json(
     request: reqwest::RequestBuilder,
     url: &Url,
 ) -> Result<Value, SignInError> {

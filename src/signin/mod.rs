@@ -15,8 +15,8 @@
 //! - the client's token never leaves this process: egress sends the provider's credential,
 //!   never the token.
 
-mod discovery;
-mod fetch;
+pub(crate) mod discovery;
+pub(crate) mod fetch;
 mod introspect;
 mod jwt;
 mod keys;
@@ -110,6 +110,12 @@ impl SignedIn {
     /// caller; two clients of one user are two callers).
     pub fn who(&self) -> String {
         json!({"iss": self.issuer, "sub": self.subject, "client": self.client}).to_string()
+    }
+
+    /// The person, whichever client they use: the issuer and the subject, as a JSON object.
+    /// A linked provider account is theirs, across clients.
+    pub fn user(&self) -> String {
+        json!({"iss": self.issuer, "sub": self.subject}).to_string()
     }
 }
 

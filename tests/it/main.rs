@@ -21,6 +21,7 @@ mod egress;
 mod golden;
 mod hostile;
 mod hostile_provider;
+mod linking;
 mod localstripe;
 mod mcp;
 mod naming;

@@ -15,7 +15,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
-use crate::support::{Listening, listening, node_provider};
+use crate::support::{Listening, listening};
 
 fn folder() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/providers/oauth")
@@ -31,7 +31,13 @@ pub struct AuthServer {
 impl AuthServer {
     /// Starts one, or `None` (a skip, which CI refuses) when it is not installed.
     pub async fn start() -> Option<Self> {
-        let (child, line) = node_provider(&folder(), "oidc-provider").await?;
+        Self::start_with(&[]).await
+    }
+
+    /// Starts one with `env` (`RESOURCE_SCOPES`, `ACCESS_TOKEN_TTL`: see its server.mjs).
+    pub async fn start_with(env: &[(&str, &str)]) -> Option<Self> {
+        let (child, line) =
+            crate::support::node_provider_with(&folder(), "oidc-provider", env).await?;
         let url = line.strip_prefix("listening ").unwrap().to_owned();
         Some(Self { _child: child, url })
     }
@@ -73,7 +79,8 @@ impl AuthServer {
         answer["token"].as_str().unwrap().to_owned()
     }
 
-    async fn control(&self, what: &str, body: Value) -> Value {
+    /// Calls its test endpoint `/test/{what}` with `body`.
+    pub async fn control(&self, what: &str, body: Value) -> Value {
         reqwest::Client::new()
             .post(format!("{}/test/{what}", self.url))
             .json(&body)
@@ -95,14 +102,16 @@ impl AuthServer {
     }
 }
 
-fn now() -> u64 {
+/// Seconds since the Unix epoch.
+pub fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs()
 }
 
-fn free_port() -> u16 {
+/// A free loopback port.
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -126,7 +135,7 @@ async fn signed_in_sdkbox(issuer: &str, args: &[&str]) -> (Listening, String) {
 }
 
 /// One JSON-RPC request to the MCP endpoint: status, `WWW-Authenticate` and the body.
-async fn post(url: &str, token: Option<&str>, body: &Value) -> (u16, String, Value) {
+pub async fn post(url: &str, token: Option<&str>, body: &Value) -> (u16, String, Value) {
     let (status, challenge, _, body) = post_in(url, token, None, body).await;
     (status, challenge, body)
 }
@@ -181,7 +190,8 @@ fn initialize() -> Value {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
 }
 
-fn execute(code: &str) -> Value {
+/// An `execute` call of `code`.
+pub fn execute(code: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "execute", "arguments": {"code": code}}})
 }

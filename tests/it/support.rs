@@ -250,6 +250,15 @@ pub async fn node_provider(
     folder: &std::path::Path,
     installed: &str,
 ) -> Option<(tokio::process::Child, String)> {
+    node_provider_with(folder, installed, &[]).await
+}
+
+/// [`node_provider`] with `env` set for it.
+pub async fn node_provider_with(
+    folder: &std::path::Path,
+    installed: &str,
+    env: &[(&str, &str)],
+) -> Option<(tokio::process::Child, String)> {
     let present = folder.join("node_modules").join(installed).exists();
     let reason = format!("{} is not installed (scripts/test-deps)", folder.display());
     if !requirement_met(present, &reason) {
@@ -257,6 +266,7 @@ pub async fn node_provider(
     }
     let mut child = tokio::process::Command::new("node")
         .arg("server.mjs")
+        .envs(env.iter().copied())
         .current_dir(folder)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())

@@ -4,6 +4,10 @@
 //
 //   node server.mjs [--port N]      N = 0 or absent: a free port
 //
+// Environment: RESOURCE_SCOPES (default "sdkbox:read sdkbox:write other:scope") and
+// ACCESS_TOKEN_TTL (seconds, default 600), so that a second instance can play a provider's own
+// authorization server (account linking: tests/it/linking.rs).
+//
 // Listens on 127.0.0.1 with issuer http://127.0.0.1:PORT and prints exactly one line to stdout,
 // `listening http://127.0.0.1:PORT`; everything else goes to stderr. When stdin is a pipe (a
 // test harness holding it), the server exits as soon as that pipe closes, so a harness that dies
@@ -24,7 +28,8 @@ const { SignJWT } = await import("jose");
 // every instance keeps state across /test/rotate. A deep import, fine with the exact pin.
 const { createMemoryAdapter } = await import("oidc-provider/lib/adapters/memory_adapter.js");
 
-const RESOURCE_SCOPES = "sdkbox:read sdkbox:write other:scope";
+const RESOURCE_SCOPES = process.env.RESOURCE_SCOPES || "sdkbox:read sdkbox:write other:scope";
+const ACCESS_TOKEN_TTL = Number(process.env.ACCESS_TOKEN_TTL || 600);
 const LOOPBACK_RESOURCE = /^http:\/\/(127\.0\.0\.1|localhost):/;
 
 // Mutable test state, set through /test/*.
@@ -178,7 +183,7 @@ function buildProvider(key) {
           return {
             scope: RESOURCE_SCOPES,
             audience: resourceIndicator,
-            accessTokenTTL: 600,
+            accessTokenTTL: ACCESS_TOKEN_TTL,
             // A path containing /opaque asks for opaque tokens, to exercise introspection.
             accessTokenFormat: resourceIndicator.includes("/opaque") ? "opaque" : "jwt",
             jwt: { sign: { alg: "RS256" } },

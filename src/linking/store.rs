@@ -1,0 +1,293 @@
+//! Where links live: one file for one instance, or Redis for replicas. Values arrive sealed
+//! (see `seal.rs`); the store only keeps them. Records with a time to live (links offered
+//! but not yet followed) expire; the file store keeps those in memory only.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::settings::StoreChoice;
+
+/// Why the store could not answer.
+#[derive(Debug, thiserror::Error)]
+#[error("the link store: {0}")]
+pub struct StoreError(pub String);
+
+/// The link store.
+pub enum Store {
+    /// One JSON file, rewritten whole (atomically) on each change.
+    File(FileStore),
+    /// A Redis server.
+    Redis(redis::aio::ConnectionManager),
+}
+
+impl Store {
+    /// Opens the store `choice` names: reads the file, or connects to Redis.
+    pub async fn open(choice: &StoreChoice) -> Result<Self, StoreError> {
+        match choice {
+            StoreChoice::File(path) => Ok(Self::File(FileStore::open(path)?)),
+            StoreChoice::Redis(url) => {
+                let client = redis::Client::open(url.as_str())
+                    .map_err(|e| StoreError(format!("{}: {e}", redacted(url))))?;
+                let config = redis::aio::ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(Duration::from_secs(5)))
+                    .set_response_timeout(Some(Duration::from_secs(5)))
+                    .set_number_of_retries(2);
+                let manager = redis::aio::ConnectionManager::new_with_config(client, config)
+                    .await
+                    .map_err(|e| StoreError(format!("cannot reach {}: {e}", redacted(url))))?;
+                Ok(Self::Redis(manager))
+            }
+        }
+    }
+
+    /// The value under `key`.
+    pub async fn get(&self, key: &str) -> Result<Option<String>, StoreError> {
+        match self {
+            Self::File(file) => Ok(file.get(key)),
+            Self::Redis(redis) => {
+                let mut redis = redis.clone();
+                redis::cmd("GET")
+                    .arg(key)
+                    .query_async(&mut redis)
+                    .await
+                    .map_err(failed)
+            }
+        }
+    }
+
+    /// Keeps `value` under `key`, for `ttl` if given, else until deleted.
+    pub async fn put(
+        &self,
+        key: &str,
+        value: &str,
+        ttl: Option<Duration>,
+    ) -> Result<(), StoreError> {
+        match self {
+            Self::File(file) => file.put(key, value, ttl),
+            Self::Redis(redis) => {
+                let mut redis = redis.clone();
+                let mut command = redis::cmd("SET");
+                command.arg(key).arg(value);
+                if let Some(ttl) = ttl {
+                    command.arg("PX").arg(ttl.as_millis().max(1) as u64);
+                }
+                command.query_async::<()>(&mut redis).await.map_err(failed)
+            }
+        }
+    }
+
+    /// The value under `key`, removed in the same step: of two takers, one gets it.
+    pub async fn take(&self, key: &str) -> Result<Option<String>, StoreError> {
+        match self {
+            Self::File(file) => file.take(key),
+            Self::Redis(redis) => {
+                let mut redis = redis.clone();
+                redis::cmd("GETDEL")
+                    .arg(key)
+                    .query_async(&mut redis)
+                    .await
+                    .map_err(failed)
+            }
+        }
+    }
+
+    /// Removes `key`.
+    pub async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        self.take(key).await.map(|_| ())
+    }
+
+    /// Claims `key` for `ttl` unless another claim holds it: the claim replicas take before
+    /// they refresh a user's token, so one refresh runs at a time. The file store has one
+    /// process, whose own lock suffices: always granted.
+    pub async fn claim(&self, key: &str, ttl: Duration) -> Result<bool, StoreError> {
+        match self {
+            Self::File(_) => Ok(true),
+            Self::Redis(redis) => {
+                let mut redis = redis.clone();
+                let set: Option<String> = redis::cmd("SET")
+                    .arg(key)
+                    .arg("1")
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ttl.as_millis().max(1) as u64)
+                    .query_async(&mut redis)
+                    .await
+                    .map_err(failed)?;
+                Ok(set.is_some())
+            }
+        }
+    }
+}
+
+fn failed(error: redis::RedisError) -> StoreError {
+    StoreError(error.to_string())
+}
+
+/// `url` without its password.
+fn redacted(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// The file store: lasting records in a JSON file (mode 0600), expiring ones in memory.
+pub struct FileStore {
+    path: PathBuf,
+    state: std::sync::Mutex<FileState>,
+}
+
+#[derive(Default)]
+struct FileState {
+    lasting: HashMap<String, String>,
+    expiring: HashMap<String, (String, Instant)>,
+}
+
+impl FileStore {
+    fn open(path: &Path) -> Result<Self, StoreError> {
+        let lasting = match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| StoreError(format!("{} is not a link store: {e}", path.display())))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => HashMap::new(),
+            Err(e) => return Err(StoreError(format!("cannot read {}: {e}", path.display()))),
+        };
+        let store = Self {
+            path: path.to_owned(),
+            state: std::sync::Mutex::new(FileState {
+                lasting,
+                expiring: HashMap::new(),
+            }),
+        };
+        // Fail at start, not at the first link, when the file cannot be written.
+        let state = store.lock();
+        store.write(&state.lasting)?;
+        drop(state);
+        Ok(store)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FileState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn get(&self, key: &str) -> Option<String> {
+        let mut state = self.lock();
+        let now = Instant::now();
+        state.expiring.retain(|_, (_, until)| *until > now);
+        state
+            .lasting
+            .get(key)
+            .or_else(|| state.expiring.get(key).map(|(v, _)| v))
+            .cloned()
+    }
+
+    fn put(&self, key: &str, value: &str, ttl: Option<Duration>) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        match ttl {
+            Some(ttl) => {
+                let now = Instant::now();
+                state.expiring.retain(|_, (_, until)| *until > now);
+                state
+                    .expiring
+                    .insert(key.to_owned(), (value.to_owned(), now + ttl));
+                Ok(())
+            }
+            None => {
+                let mut lasting = state.lasting.clone();
+                lasting.insert(key.to_owned(), value.to_owned());
+                self.write(&lasting)?;
+                state.lasting = lasting;
+                Ok(())
+            }
+        }
+    }
+
+    fn take(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let mut state = self.lock();
+        let now = Instant::now();
+        if let Some((value, until)) = state.expiring.remove(key) {
+            return Ok((until > now).then_some(value));
+        }
+        if !state.lasting.contains_key(key) {
+            return Ok(None);
+        }
+        let mut lasting = state.lasting.clone();
+        let value = lasting.remove(key);
+        self.write(&lasting)?;
+        state.lasting = lasting;
+        Ok(value)
+    }
+
+    /// Writes `records` to a new file beside the store and moves it into place.
+    fn write(&self, records: &HashMap<String, String>) -> Result<(), StoreError> {
+        let failed =
+            |e: std::io::Error| StoreError(format!("cannot write {}: {e}", self.path.display()));
+        let dir = self
+            .path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(failed)?;
+        let mut file = tempfile::Builder::new()
+            .prefix(".links")
+            .permissions(private())
+            .tempfile_in(dir)
+            .map_err(failed)?;
+        serde_json::to_writer(&mut file, records).map_err(|e| failed(e.into()))?;
+        file.as_file().sync_all().map_err(failed)?;
+        file.persist(&self.path).map_err(|e| failed(e.error))?;
+        Ok(())
+    }
+}
+
+#[cfg(unix)]
+fn private() -> std::fs::Permissions {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::Permissions::from_mode(0o600)
+}
+
+#[cfg(not(unix))]
+fn private() -> std::fs::Permissions {
+    std::fs::metadata(".")
+        .map(|m| m.permissions())
+        .unwrap_or_else(|_| unreachable!())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn lasting_records_survive_a_reopen_and_expiring_ones_expire() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state/links.json");
+        let store = Store::open(&StoreChoice::File(path.clone())).await.unwrap();
+        store.put("link:a", "sealed-a", None).await.unwrap();
+        store
+            .put("pending:x", "p", Some(Duration::from_millis(50)))
+            .await
+            .unwrap();
+        assert_eq!(store.get("pending:x").await.unwrap().as_deref(), Some("p"));
+        tokio::time::sleep(Duration::from_millis(80)).await;
+        assert_eq!(store.take("pending:x").await.unwrap(), None);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let reopened = Store::open(&StoreChoice::File(path)).await.unwrap();
+        assert_eq!(
+            reopened.get("link:a").await.unwrap().as_deref(),
+            Some("sealed-a")
+        );
+        assert_eq!(
+            reopened.take("link:a").await.unwrap().as_deref(),
+            Some("sealed-a")
+        );
+        assert_eq!(reopened.take("link:a").await.unwrap(), None);
+    }
+}

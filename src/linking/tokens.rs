@@ -1,0 +1,164 @@
+//! The provider's token endpoint: a code exchanged for tokens (with its PKCE verifier), a
+//! refresh token for a new access token, and revocation on unlink. Each request is bounded
+//! in time and size and follows no redirect, like sign-in's requests.
+
+use serde::{Deserialize, Serialize};
+use url::Url;
+
+use super::settings::{LinkSettings, TokenAuth};
+
+/// A linked account's tokens, as stored (sealed).
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Tokens {
+    /// The access token egress sends for this user.
+    pub access_token: String,
+    /// The refresh token, if the provider gave one.
+    pub refresh_token: Option<String>,
+    /// When the access token expires (Unix seconds), if the provider said.
+    pub expires_at: Option<u64>,
+    /// The scopes granted, if the provider said.
+    pub scope: Option<String>,
+}
+
+impl std::fmt::Debug for Tokens {
+    /// Nothing of the tokens themselves.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokens")
+            .field("expires_at", &self.expires_at)
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the token endpoint gave no tokens.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    /// The provider refused the grant (RFC 6749 §5.2: `invalid_grant` and the like): the
+    /// user must link again.
+    #[error("the provider refused: {0}")]
+    Refused(String),
+    /// The provider did not answer usably; trying again later may work.
+    #[error("the provider's token endpoint: {0}")]
+    Unreachable(String),
+}
+
+/// Seconds since the Unix epoch.
+pub fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Posts `form` to `endpoint` as sdkbox's client, and reads the answer's tokens.
+pub async fn request(
+    client: &reqwest::Client,
+    settings: &LinkSettings,
+    endpoint: &Url,
+    form: &[(&str, &str)],
+    previous_refresh: Option<&str>,
+) -> Result<Tokens, TokenError> {
+    let body = with_client(settings, form);
+    let mut request = client
+        .post(endpoint.clone())
+        .header(reqwest::header::ACCEPT, "application/json")
+        .header(
+            reqwest::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
+        .body(encoded(&body));
+    if let (TokenAuth::Basic, Some(secret)) = (settings.token_auth, &settings.client_secret) {
+        request = request.basic_auth(
+            form_encoded(&settings.client_id),
+            Some(form_encoded(secret)),
+        );
+    }
+    let response = request
+        .send()
+        .await
+        .map_err(|e| TokenError::Unreachable(e.to_string()))?;
+    let status = response.status();
+    let bytes = crate::capped::capped_body(response, 64 * 1024)
+        .await
+        .map_err(|e| TokenError::Unreachable(e.to_string()))?;
+    let answer: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    if !status.is_success() {
+        let error = answer["error"].as_str().unwrap_or("");
+        let said = format!("HTTP {status} {error}").trim().to_owned();
+        // RFC 6749 §5.2: 400 (or 401 for client authentication) with an error code is a
+        // refusal; anything else is the provider failing.
+        return Err(if (status == 400 || status == 401) && !error.is_empty() {
+            TokenError::Refused(said)
+        } else {
+            TokenError::Unreachable(said)
+        });
+    }
+    let access_token = answer["access_token"]
+        .as_str()
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| TokenError::Unreachable("the answer has no access_token".into()))?;
+    Ok(Tokens {
+        access_token: access_token.to_owned(),
+        // A provider that does not rotate refresh tokens sends none with a refresh.
+        refresh_token: answer["refresh_token"]
+            .as_str()
+            .map(str::to_owned)
+            .or_else(|| previous_refresh.map(str::to_owned)),
+        expires_at: answer["expires_in"].as_u64().map(|s| now() + s),
+        scope: answer["scope"].as_str().map(str::to_owned),
+    })
+}
+
+/// Revokes `token` at `endpoint` (RFC 7009); failures are the provider's to forget.
+pub async fn revoke(
+    client: &reqwest::Client,
+    settings: &LinkSettings,
+    endpoint: &Url,
+    token: &str,
+    hint: &str,
+) {
+    let body = with_client(settings, &[("token", token), ("token_type_hint", hint)]);
+    let mut request = client
+        .post(endpoint.clone())
+        .header(
+            reqwest::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
+        .body(encoded(&body));
+    if let (TokenAuth::Basic, Some(secret)) = (settings.token_auth, &settings.client_secret) {
+        request = request.basic_auth(
+            form_encoded(&settings.client_id),
+            Some(form_encoded(secret)),
+        );
+    }
+    if let Err(error) = request.send().await {
+        tracing::warn!("revoking a provider token: {error}");
+    }
+}
+
+/// `form` with the client's identity, as its authentication method wants it.
+fn with_client(settings: &LinkSettings, form: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut body: Vec<(String, String)> = form
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let basic = settings.token_auth == TokenAuth::Basic && settings.client_secret.is_some();
+    if !basic {
+        body.push(("client_id".into(), settings.client_id.clone()));
+        if let Some(secret) = &settings.client_secret {
+            body.push(("client_secret".into(), secret.clone()));
+        }
+    }
+    body
+}
+
+/// `pairs` as an `application/x-www-form-urlencoded` body.
+fn encoded(pairs: &[(String, String)]) -> String {
+    url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs)
+        .finish()
+}
+
+/// RFC 6749 §2.3.1: Basic credentials are form-encoded first.
+fn form_encoded(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}

@@ -1,0 +1,183 @@
+//! Account linking's HTTP routes, on the public origin: `GET /link/start/{id}` sends the
+//! browser to the provider to authorize sdkbox; the provider sends it back to the callback
+//! (`/link/callback` unless configured), which stores the tokens and says "linked, return to
+//! your chat"; `DELETE /link` with the user's sign-in token unlinks them.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{delete, get};
+
+use crate::linking::Linking;
+use crate::signin::SignIn;
+
+/// What the routes need.
+struct Linked {
+    linking: Arc<Linking>,
+    sign_in: Arc<SignIn>,
+    provider: String,
+}
+
+/// The linking routes.
+pub fn routes(linking: Arc<Linking>, sign_in: Arc<SignIn>, provider: &str) -> Router {
+    let callback = linking.settings().redirect_uri.path().to_owned();
+    let state = Arc::new(Linked {
+        linking,
+        sign_in,
+        provider: provider.to_owned(),
+    });
+    Router::new()
+        .route("/link/start/{id}", get(start))
+        .route(&callback, get(callback_page))
+        .route("/link", delete(unlink))
+        .with_state(state)
+}
+
+/// A small page for the browser, never cached, never framed.
+fn page(status: StatusCode, title: &str, text: &str) -> Response {
+    let body = format!(
+        "<!doctype html><meta charset=utf-8><meta name=viewport content=\"width=device-width\"><title>{title}</title><body style=\"font-family:system-ui;max-width:36em;margin:4em auto\"><h1>{title}</h1><p>{text}</p>",
+        title = escape(title),
+        text = escape(text)
+    );
+    let mut response = (status, Html(body)).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'none'; frame-ancestors 'none'"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    response
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+async fn start(State(state): State<Arc<Linked>>, Path(id): Path<String>) -> Response {
+    match state.linking.authorization_url(&id).await {
+        Ok(Some(url)) => {
+            let mut response = StatusCode::FOUND.into_response();
+            if let Ok(location) = HeaderValue::from_str(url.as_str()) {
+                response.headers_mut().insert(header::LOCATION, location);
+            }
+            response.headers_mut().insert(
+                header::REFERRER_POLICY,
+                HeaderValue::from_static("no-referrer"),
+            );
+            response
+        }
+        Ok(None) => page(
+            StatusCode::NOT_FOUND,
+            "Link expired",
+            "This link has expired or was already used. Run the tool again in your chat for a new one.",
+        ),
+        Err(error) => page(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Try again",
+            &format!("sdkbox cannot start the link now ({error}). Try again in a moment."),
+        ),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Callback {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+}
+
+async fn callback_page(
+    State(state): State<Arc<Linked>>,
+    Query(query): Query<Callback>,
+) -> Response {
+    let provider = &state.provider;
+    let Some(link) = query.state.as_deref() else {
+        return page(
+            StatusCode::BAD_REQUEST,
+            "Not linked",
+            "The provider sent no state.",
+        );
+    };
+    if let Some(error) = &query.error {
+        // The offer is spent: a refusal is an answer.
+        let _ = state.linking.withdraw(link).await;
+        let error: String = error
+            .chars()
+            .filter(char::is_ascii_graphic)
+            .take(64)
+            .collect();
+        return page(
+            StatusCode::OK,
+            "Not linked",
+            &format!(
+                "{provider} said `{error}`: your account was not linked. Run the tool again in your chat to retry."
+            ),
+        );
+    }
+    let Some(code) = query.code.as_deref().filter(|c| !c.is_empty()) else {
+        return page(
+            StatusCode::BAD_REQUEST,
+            "Not linked",
+            "The provider sent no code.",
+        );
+    };
+    match state.linking.complete(link, code).await {
+        Ok(()) => {
+            tracing::info!("a provider account was linked");
+            page(
+                StatusCode::OK,
+                "Linked",
+                &format!("Your {provider} account is linked to sdkbox. Return to your chat."),
+            )
+        }
+        Err(why) => page(
+            StatusCode::BAD_REQUEST,
+            "Not linked",
+            &format!(
+                "Your {provider} account was not linked: {why}. Run the tool again in your chat for a new link."
+            ),
+        ),
+    }
+}
+
+/// `DELETE /link` with `Authorization: Bearer <sign-in token>`: forgets the caller's link and
+/// revokes its tokens at the provider.
+async fn unlink(State(state): State<Arc<Linked>>, headers: HeaderMap) -> Response {
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or("?"));
+    let signed_in = match state.sign_in.check(authorization).await {
+        Ok(signed_in) => signed_in,
+        Err(refusal) => {
+            let (status, challenge, body) = state.sign_in.challenge(&refusal);
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::UNAUTHORIZED);
+            let mut response = (status, axum::Json(body)).into_response();
+            if let Ok(value) = HeaderValue::from_str(&challenge) {
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, value);
+            }
+            return response;
+        }
+    };
+    match state.linking.unlink(&signed_in.user()).await {
+        Ok(was) => axum::Json(serde_json::json!({"unlinked": was})).into_response(),
+        Err(error) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(serde_json::json!({"error": error.to_string()})),
+        )
+            .into_response(),
+    }
+}
