@@ -372,7 +372,8 @@ fn page_response(status: StatusCode, body: &str) -> Response {
     response
 }
 
-fn escape(text: &str) -> String {
+/// `text` safe in HTML text and attribute values.
+pub(crate) fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

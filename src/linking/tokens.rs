@@ -57,22 +57,8 @@ pub async fn request(
     form: &[(&str, &str)],
     previous_refresh: Option<&str>,
 ) -> Result<Tokens, TokenError> {
-    let body = with_client(settings, form);
-    let mut request = client
-        .post(endpoint.clone())
+    let response = as_client(client, settings, endpoint, form)
         .header(reqwest::header::ACCEPT, "application/json")
-        .header(
-            reqwest::header::CONTENT_TYPE,
-            "application/x-www-form-urlencoded",
-        )
-        .body(encoded(&body));
-    if let (TokenAuth::Basic, Some(secret)) = (settings.token_auth, &settings.client_secret) {
-        request = request.basic_auth(
-            form_encoded(&settings.client_id),
-            Some(form_encoded(secret)),
-        );
-    }
-    let response = request
         .send()
         .await
         .map_err(|e| TokenError::Unreachable(e.to_string()))?;
@@ -116,22 +102,34 @@ pub async fn revoke(
     token: &str,
     hint: &str,
 ) {
-    let body = with_client(settings, &[("token", token), ("token_type_hint", hint)]);
-    let mut request = client
+    let form = [("token", token), ("token_type_hint", hint)];
+    let request = as_client(client, settings, endpoint, &form);
+    if let Err(error) = request.send().await {
+        tracing::warn!("revoking a provider token: {error}");
+    }
+}
+
+/// A form POST of `form` to `endpoint`, authenticated as sdkbox's client.
+fn as_client(
+    client: &reqwest::Client,
+    settings: &LinkSettings,
+    endpoint: &Url,
+    form: &[(&str, &str)],
+) -> reqwest::RequestBuilder {
+    let body = with_client(settings, form);
+    let request = client
         .post(endpoint.clone())
         .header(
             reqwest::header::CONTENT_TYPE,
             "application/x-www-form-urlencoded",
         )
         .body(encoded(&body));
-    if let (TokenAuth::Basic, Some(secret)) = (settings.token_auth, &settings.client_secret) {
-        request = request.basic_auth(
+    match (settings.token_auth, &settings.client_secret) {
+        (TokenAuth::Basic, Some(secret)) => request.basic_auth(
             form_encoded(&settings.client_id),
             Some(form_encoded(secret)),
-        );
-    }
-    if let Err(error) = request.send().await {
-        tracing::warn!("revoking a provider token: {error}");
+        ),
+        _ => request,
     }
 }
 

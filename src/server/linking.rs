@@ -11,6 +11,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{delete, get};
 
+use crate::approval::page::escape;
 use crate::linking::Linking;
 use crate::signin::SignIn;
 
@@ -56,13 +57,6 @@ fn page(status: StatusCode, title: &str, text: &str) -> Response {
         HeaderValue::from_static("no-referrer"),
     );
     response
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 async fn start(State(state): State<Arc<Linked>>, Path(id): Path<String>) -> Response {

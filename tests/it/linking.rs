@@ -635,3 +635,77 @@ impl Redis {
         out
     }
 }
+
+/// The official clients, each as its own user: TypeScript 1.x and 2.x and Python in the
+/// handshake era with URL-mode elicitation (the call goes on once the user has linked), and
+/// 2.x and Python in the 2026-07-28 era without it (the error carries the link; the client
+/// follows it and runs again). The provider sees each user's own account.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_clients_link_and_act_as_their_user() {
+    let Some(world) = World::start(600).await else {
+        return;
+    };
+    let (Some(ts), Some(python)) = (
+        crate::clients::node_client(),
+        crate::clients::python_client(),
+    ) else {
+        return;
+    };
+    let store = world.dir.path().join("links.json");
+    let server = world.sdkbox(world.port, store.to_str().unwrap(), &[]).await;
+    let runs = [
+        ("ts", "v1", "legacy", "1"),
+        ("ts", "v2", "legacy", "1"),
+        ("ts", "v2", "2026-07-28", "0"),
+        ("py", "", "legacy", "1"),
+        ("py", "", "2026-07-28", "0"),
+    ];
+    for (i, (language, sdk, era, by_elicitation)) in runs.into_iter().enumerate() {
+        let user = format!("user{i}");
+        let account = format!("{user}-at-orders");
+        let token = world.user(&user).await;
+        let mut command = match language {
+            "ts" => {
+                let mut command = tokio::process::Command::new("node");
+                command.arg("linking.mjs").current_dir(&ts).env("SDK", sdk);
+                command
+            }
+            _ => {
+                let mut command = tokio::process::Command::new(&python);
+                command
+                    .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/py/linking.py"));
+                command
+            }
+        };
+        let output = command
+            .env("ERA", era)
+            .env("TRANSPORT", "http")
+            .env("SDKBOX_URL", &server.url)
+            .env("SDKBOX_TOKEN", &token)
+            .env("PROVIDER_AS", &world.provider_as.url)
+            .env("ACCOUNT", &account)
+            .env("URL_ELICITATION", by_elicitation)
+            .kill_on_drop(true)
+            .output()
+            .await
+            .unwrap();
+        let what = format!("{language} {sdk} {era}");
+        let report = crate::clients::client_report(&output);
+        crate::clients::assert_checks_passed(&report, &what);
+        assert_eq!(
+            report["checks"].as_object().unwrap().len(),
+            2,
+            "{what}: {report}"
+        );
+        assert_eq!(
+            report["protocol"],
+            crate::clients::expected_protocol(era),
+            "{what}"
+        );
+        let seen = world.seen.lock().unwrap().clone();
+        assert!(
+            seen.iter().any(|(_, _, sub, _)| *sub == account),
+            "{what}: {seen:?}"
+        );
+    }
+}
