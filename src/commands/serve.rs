@@ -180,7 +180,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
                 std::env::var(name).ok()
             })?;
             Some(std::sync::Arc::new(
-                sdkbox::linking::Linking::start(settings).await?,
+                sdkbox::linking::Linking::start(settings, sign_in.clone()).await?,
             ))
         }
         (Some(_), None) if args.http.is_some() => anyhow::bail!(

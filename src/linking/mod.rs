@@ -1,14 +1,17 @@
 //! Account linking: each signed-in user acts with their own provider account. sdkbox is an
-//! OAuth client of the provider: a user without a link is sent to the provider to authorize
-//! sdkbox (authorization code with PKCE, the state bound to that user, single use, expiring);
-//! the callback stores the tokens, sealed; egress injects the user's access token exactly as
-//! it injects a configured secret, refreshing it first when it is about to expire.
+//! OAuth client of the provider: a user without a link is offered one (single use, 10
+//! minutes). Whoever opens it first signs in at the sign-in issuer (sdkbox is a client there
+//! too), and must be the user it was offered to; that browser gets a cookie and goes on to the
+//! provider to authorize sdkbox (authorization code with PKCE, the link's id the state); the
+//! provider's callback, in the same browser, stores the tokens, sealed. Egress injects the
+//! user's access token exactly as it injects a configured secret, refreshing it first when it
+//! is about to expire.
 //!
 //! Invariants:
 //! - a provider token never passes through the MCP client or the sandbox: it goes from the
 //!   provider's token endpoint to the store and from the store to egress;
-//! - a link belongs to the user (issuer and subject) who was offered it, and is followed at
-//!   most once;
+//! - a link belongs to the user (issuer and subject) who was offered it: it is completed only
+//!   by a browser that signed in as that user, at most once;
 //! - tokens are encrypted at rest under a key from the environment, each record bound to its
 //!   user's name;
 //! - one refresh at a time per user (a claim in the shared store across replicas); a refused
@@ -21,7 +24,8 @@ mod tokens;
 
 pub use seal::Sealer;
 pub use settings::{
-    DEFAULT_KEY_ENV, DEFAULT_REDIRECT_PATH, LinkSettings, ProviderOAuthFile, StoreChoice, TokenAuth,
+    CONFIRM_PATH, DEFAULT_KEY_ENV, DEFAULT_REDIRECT_PATH, LinkSettings, OAuthClient,
+    ProviderOAuthFile, StoreChoice, TokenAuth,
 };
 pub use store::{Store, StoreError};
 pub use tokens::Tokens;
@@ -35,10 +39,14 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use url::Url;
 
+use crate::signin::SignIn;
 use tokens::TokenError;
 
 /// How long an offered link can be followed.
 pub const LINK_TTL: Duration = Duration::from_secs(600);
+
+/// An offer is shown again (rather than a new one made) while it has at least this long left.
+const OFFER_REUSE: Duration = Duration::from_secs(480);
 
 /// An access token this close to its expiry is refreshed first, so a script's requests do not
 /// outlive it.
@@ -64,24 +72,37 @@ impl From<StoreError> for LinkError {
     }
 }
 
-/// A link offered to a user and not yet followed.
+/// A link offered to a user and not yet completed.
 #[derive(Serialize, Deserialize)]
 struct Offer {
+    /// The user it was offered to.
     user: String,
+    /// The PKCE verifier of the provider's authorization (the sign-in one derives from it).
     verifier: String,
+    /// The digest of the cookie of the browser that signed in as `user`, once one has.
+    browser: Option<String>,
+}
+
+/// An OAuth server's two endpoints sdkbox uses as a client.
+struct Endpoints {
+    authorization: Url,
+    token: Url,
 }
 
 /// Account linking, started: endpoints, the store, the refresh locks.
 pub struct Linking {
     settings: LinkSettings,
-    authorization_endpoint: Url,
-    token_endpoint: Url,
+    provider_endpoints: Endpoints,
     revocation_endpoint: Option<Url>,
-    /// Names the provider in store keys, so one store can serve several providers.
+    /// The sign-in issuer, where a link's browser proves who it is.
+    signin_endpoints: Endpoints,
+    sign_in: Arc<SignIn>,
+    /// Names the provider in record names, so one store can serve several providers.
     provider: String,
     store: Store,
     client: reqwest::Client,
-    refreshing: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// One refresh, link or unlink at a time per user in this process.
+    users: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     linked: tokio::sync::broadcast::Sender<String>,
 }
 
@@ -89,13 +110,11 @@ impl std::fmt::Debug for Linking {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Linking")
             .field("provider", &self.provider)
-            .field("token_endpoint", &self.token_endpoint.as_str())
             .finish_non_exhaustive()
     }
 }
 
-/// What a user's link gives now.
-#[derive(Debug)]
+/// What a user's link gives now (no `Debug`: it holds a token).
 pub enum Access {
     /// Act with this access token.
     Token(String),
@@ -103,67 +122,112 @@ pub enum Access {
     Unlinked,
 }
 
+/// How a followed link goes on.
+pub enum Confirmed {
+    /// To the provider, in a browser holding this cookie value.
+    Provider(Url, String),
+    /// Nowhere: the page says why.
+    Refused(String),
+}
+
+/// The endpoints `issuer`'s metadata names, with the given ones first.
+async fn endpoints(
+    client: &reqwest::Client,
+    issuer: Option<&Url>,
+    authorization: Option<&Url>,
+    token: Option<&Url>,
+    whose: &str,
+) -> Result<(Endpoints, Option<Url>), LinkError> {
+    let discovered = match issuer {
+        Some(issuer) => Some(
+            crate::signin::discovery::discover(client, issuer.as_str())
+                .await
+                .map_err(|e| LinkError::Settings(format!("{whose} issuer: {e}")))?,
+        ),
+        None => None,
+    };
+    let pick = |given: Option<&Url>, found: Option<Url>, name: &str| {
+        let url = given.cloned().or(found).ok_or_else(|| {
+            LinkError::Settings(format!(
+                "{whose} metadata names no {name}: set it in [provider_oauth]"
+            ))
+        })?;
+        if !crate::signin::fetch::secure(&url) {
+            return Err(LinkError::Settings(format!(
+                "{whose} {name} {url} must be https (plain http only on loopback)"
+            )));
+        }
+        Ok(url)
+    };
+    let found = |f: fn(&crate::signin::discovery::IssuerMetadata) -> Option<Url>| {
+        discovered.as_ref().and_then(f)
+    };
+    Ok((
+        Endpoints {
+            authorization: pick(
+                authorization,
+                found(|d| d.authorization_endpoint.clone()),
+                "authorization_endpoint",
+            )?,
+            token: pick(token, found(|d| d.token_endpoint.clone()), "token_endpoint")?,
+        },
+        found(|d| d.revocation_endpoint.clone()),
+    ))
+}
+
+/// PKCE's S256 challenge of `verifier`.
+fn challenge(verifier: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
+}
+
+/// The digest a cookie value is kept as.
+fn digest(text: &str) -> String {
+    crate::hex::hex(&Sha256::digest(text.as_bytes()))
+}
+
 impl Linking {
-    /// Discovers the provider's endpoints (when only its issuer is given) and opens the store;
-    /// fails with what to fix.
-    pub async fn start(settings: LinkSettings) -> Result<Self, LinkError> {
+    /// Discovers the provider's and the sign-in issuer's endpoints and opens the store; fails
+    /// with what to fix.
+    pub async fn start(settings: LinkSettings, sign_in: Arc<SignIn>) -> Result<Self, LinkError> {
         let client =
             crate::signin::fetch::client().map_err(|e| LinkError::Unavailable(e.to_string()))?;
-        let discovered = match &settings.issuer {
-            Some(issuer) => Some(
-                crate::signin::discovery::discover(&client, issuer.as_str())
-                    .await
-                    .map_err(|e| LinkError::Settings(format!("the provider's issuer: {e}")))?,
-            ),
-            None => None,
-        };
-        let pick = |given: &Option<Url>, found: Option<Url>, name: &str| {
-            given.clone().or(found).ok_or_else(|| {
-                LinkError::Settings(format!(
-                    "[provider_oauth] the provider's metadata names no {name}: set {name} in [provider_oauth]"
-                ))
-            })
-        };
-        let authorization_endpoint = pick(
-            &settings.authorization_endpoint,
-            discovered
-                .as_ref()
-                .and_then(|d| d.authorization_endpoint.clone()),
-            "authorization_endpoint",
-        )?;
-        let token_endpoint = pick(
-            &settings.token_endpoint,
-            discovered.as_ref().and_then(|d| d.token_endpoint.clone()),
-            "token_endpoint",
-        )?;
-        let revocation_endpoint = settings.revocation_endpoint.clone().or_else(|| {
-            discovered
-                .as_ref()
-                .and_then(|d| d.revocation_endpoint.clone())
-        });
-        for (name, url) in [
-            ("authorization", &authorization_endpoint),
-            ("token", &token_endpoint),
-        ] {
-            if !crate::signin::fetch::secure(url) {
-                return Err(LinkError::Settings(format!(
-                    "the provider's {name} endpoint {url} must be https (plain http only on loopback)"
-                )));
-            }
+        let (provider_endpoints, discovered_revocation) = endpoints(
+            &client,
+            settings.issuer.as_ref(),
+            settings.authorization_endpoint.as_ref(),
+            settings.token_endpoint.as_ref(),
+            "the provider's",
+        )
+        .await?;
+        let revocation_endpoint = settings
+            .revocation_endpoint
+            .clone()
+            .or(discovered_revocation);
+        if let Some(url) = &revocation_endpoint
+            && !crate::signin::fetch::secure(url)
+        {
+            return Err(LinkError::Settings(format!(
+                "the provider's revocation endpoint {url} must be https (plain http only on loopback)"
+            )));
         }
+        let issuer = Url::parse(&sign_in.settings().issuer)
+            .map_err(|e| LinkError::Settings(format!("the sign-in issuer: {e}")))?;
+        let (signin_endpoints, _) =
+            endpoints(&client, Some(&issuer), None, None, "the sign-in issuer's").await?;
         let store = Store::open(&settings.store)
             .await
             .map_err(|e| LinkError::Settings(e.to_string()))?;
-        let provider = token_endpoint.as_str().to_owned();
+        let provider = provider_endpoints.token.as_str().to_owned();
         Ok(Self {
             settings,
-            authorization_endpoint,
-            token_endpoint,
+            provider_endpoints,
             revocation_endpoint,
+            signin_endpoints,
+            sign_in,
             provider,
             store,
             client,
-            refreshing: std::sync::Mutex::default(),
+            users: std::sync::Mutex::default(),
             linked: tokio::sync::broadcast::channel(64).0,
         })
     }
@@ -173,29 +237,36 @@ impl Linking {
         &self.settings
     }
 
-    /// The store key of `kind` for `id` (a user, an offer): a digest, so the store holds no
+    /// The store key of `kind` for `id` (a user, a link): keyed digests, so the store holds no
     /// user name or link id in the clear.
     fn key(&self, kind: &str, id: &str) -> String {
-        let digest = Sha256::digest(format!("{}\n{id}", self.provider).as_bytes());
-        format!("sdkbox:{kind}:{}", crate::hex::hex(&digest))
+        let name = self
+            .settings
+            .sealer
+            .name(&format!("{}\n{kind}\n{id}", self.provider));
+        format!("sdkbox:{kind}:{name}")
+    }
+
+    /// The lock of `user`'s link in this process.
+    fn user_lock(&self, user: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.users.lock().unwrap_or_else(|p| p.into_inner());
+        locks.retain(|_, lock| Arc::strong_count(lock) > 1);
+        locks.entry(user.to_owned()).or_default().clone()
     }
 
     /// The access token `user` acts with, refreshed first when it is about to expire.
     pub async fn access(&self, user: &str) -> Result<Access, LinkError> {
-        let lock = {
-            let mut locks = self.refreshing.lock().unwrap_or_else(|p| p.into_inner());
-            locks.retain(|_, lock| Arc::strong_count(lock) > 1);
-            locks.entry(user.to_owned()).or_default().clone()
-        };
+        let lock = self.user_lock(user);
         let _one_at_a_time = lock.lock().await;
         let key = self.key("link", user);
+        let claim_key = self.key("refresh", user);
         for _ in 0..40 {
             let Some(tokens) = self.read(&key).await? else {
                 return Ok(Access::Unlinked);
             };
             let fresh = tokens
                 .expires_at
-                .is_none_or(|at| at > tokens::now() + REFRESH_MARGIN_S);
+                .is_none_or(|at| at > tokens::now().saturating_add(REFRESH_MARGIN_S));
             if fresh {
                 return Ok(Access::Token(tokens.access_token));
             }
@@ -204,37 +275,44 @@ impl Linking {
                 return Ok(Access::Unlinked);
             };
             // Another replica may be refreshing this user's token: wait for its result.
-            if !self
-                .store
-                .claim(&self.key("refresh", user), REFRESH_CLAIM)
-                .await?
-            {
+            let claim = crate::approval::random_hex(16)
+                .ok_or_else(|| LinkError::Unavailable("no randomness".into()))?;
+            if !self.store.claim(&claim_key, &claim, REFRESH_CLAIM).await? {
                 tokio::time::sleep(Duration::from_millis(250)).await;
                 continue;
             }
             let refreshed = tokens::request(
                 &self.client,
-                &self.settings,
-                &self.token_endpoint,
+                &self.settings.client,
+                &self.provider_endpoints.token,
                 &[("grant_type", "refresh_token"), ("refresh_token", &refresh)],
                 Some(&refresh),
             )
             .await;
-            let _ = self.store.delete(&self.key("refresh", user)).await;
-            return match refreshed {
+            let outcome = match refreshed {
                 Ok(tokens) => {
-                    self.write(&key, &tokens).await?;
+                    // Written before the claim is released, so no replica refreshes with the
+                    // spent refresh token; this call acts with the new token even if the
+                    // write failed.
+                    if let Err(error) = self.write(&key, &tokens).await {
+                        tracing::warn!("a refreshed provider token could not be stored: {error}");
+                    }
                     Ok(Access::Token(tokens.access_token))
                 }
                 Err(TokenError::Refused(why)) => {
                     tracing::info!("a provider refresh was refused ({why}): the user links again");
-                    self.store.delete(&key).await?;
-                    Ok(Access::Unlinked)
+                    self.store
+                        .delete(&key)
+                        .await
+                        .map(|()| Access::Unlinked)
+                        .map_err(Into::into)
                 }
                 Err(error @ TokenError::Unreachable(_)) => {
                     Err(LinkError::Unavailable(error.to_string()))
                 }
             };
+            let _ = self.store.release(&claim_key, &claim).await;
+            return outcome;
         }
         Err(LinkError::Unavailable(
             "another replica has been refreshing this user's token for 10 s".into(),
@@ -268,23 +346,49 @@ impl Linking {
         Ok(())
     }
 
-    /// Offers `user` a link: the URL they open to authorize sdkbox at the provider, and its id.
+    /// Offers `user` a link: the URL they open, and its id. While an earlier offer has most of
+    /// its time left, that one is shown again, so asking repeatedly costs nothing.
     pub async fn offer(&self, user: &str) -> Result<(Url, String), LinkError> {
-        let unavailable = || LinkError::Unavailable("no randomness for a link".into());
-        let id = crate::approval::random_hex(24).ok_or_else(unavailable)?;
-        let verifier = crate::approval::random_hex(32).ok_or_else(unavailable)?;
-        let offer = serde_json::to_vec(&Offer {
-            user: user.to_owned(),
-            verifier,
-        })
-        .map_err(|e| LinkError::Unavailable(e.to_string()))?;
-        let key = self.key("offer", &id);
-        let sealed = self
-            .settings
-            .sealer
-            .seal(&key, &offer)
-            .map_err(LinkError::Unavailable)?;
-        self.store.put(&key, &sealed, Some(LINK_TTL)).await?;
+        let pointer = self.key("offered", user);
+        let earlier = match self.store.get(&pointer).await? {
+            Some(sealed) => self
+                .settings
+                .sealer
+                .open(&pointer, &sealed)
+                .and_then(|id| String::from_utf8(id).ok()),
+            None => None,
+        };
+        let id = match earlier {
+            Some(id)
+                if self
+                    .offered(&id)
+                    .await?
+                    .is_some_and(|o| o.browser.is_none()) =>
+            {
+                id
+            }
+            _ => {
+                let unavailable = || LinkError::Unavailable("no randomness for a link".into());
+                let id = crate::approval::random_hex(24).ok_or_else(unavailable)?;
+                let verifier = crate::approval::random_hex(32).ok_or_else(unavailable)?;
+                self.put_offer(
+                    &id,
+                    &Offer {
+                        user: user.to_owned(),
+                        verifier,
+                        browser: None,
+                    },
+                )
+                .await?;
+                let sealed = self
+                    .settings
+                    .sealer
+                    .seal(&pointer, id.as_bytes())
+                    .map_err(LinkError::Unavailable)?;
+                self.store.put(&pointer, &sealed, Some(OFFER_REUSE)).await?;
+                id
+            }
+        };
         let url = self
             .settings
             .public_origin
@@ -293,7 +397,24 @@ impl Linking {
         Ok((url, id))
     }
 
-    async fn offered(&self, id: &str, take: bool) -> Result<Option<Offer>, LinkError> {
+    async fn put_offer(&self, id: &str, offer: &Offer) -> Result<(), LinkError> {
+        let key = self.key("offer", id);
+        let plain = serde_json::to_vec(offer).map_err(|e| LinkError::Unavailable(e.to_string()))?;
+        let sealed = self
+            .settings
+            .sealer
+            .seal(&key, &plain)
+            .map_err(LinkError::Unavailable)?;
+        self.store.put(&key, &sealed, Some(LINK_TTL)).await?;
+        Ok(())
+    }
+
+    /// The offer `id`, if it is still open.
+    async fn offered(&self, id: &str) -> Result<Option<Offer>, LinkError> {
+        self.offer_record(id, false).await
+    }
+
+    async fn offer_record(&self, id: &str, take: bool) -> Result<Option<Offer>, LinkError> {
         if id.len() != 48 || !id.chars().all(|c| c.is_ascii_hexdigit()) {
             return Ok(None);
         }
@@ -308,23 +429,93 @@ impl Linking {
             .and_then(|plain| serde_json::from_slice(&plain).ok()))
     }
 
-    /// Where the link `id` sends the browser: the provider's authorization endpoint, with the
-    /// offer's PKCE challenge and the id as state; `None` when the link expired or was used.
-    pub async fn authorization_url(&self, id: &str) -> Result<Option<Url>, LinkError> {
-        let Some(offer) = self.offered(id, false).await? else {
+    /// Where opening the link `id` sends the browser first: the sign-in issuer, to prove it is
+    /// the user the link was offered to; `None` when the link expired or was used.
+    pub async fn start_url(&self, id: &str) -> Result<Option<Url>, LinkError> {
+        let Some(offer) = self.offered(id).await? else {
             return Ok(None);
         };
-        let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .encode(Sha256::digest(offer.verifier.as_bytes()));
-        let mut url = self.authorization_endpoint.clone();
+        let mut url = self.signin_endpoints.authorization.clone();
+        let signin = self.sign_in.settings();
+        url.query_pairs_mut()
+            .append_pair("response_type", "code")
+            .append_pair("client_id", &self.settings.confirm_client.id)
+            .append_pair("redirect_uri", self.settings.confirm_uri.as_str())
+            .append_pair("state", id)
+            .append_pair("scope", &signin.scopes.read)
+            .append_pair("resource", signin.public_url.as_str())
+            .append_pair("code_challenge", &challenge(&confirm_verifier(&offer)))
+            .append_pair("code_challenge_method", "S256");
+        Ok(Some(url))
+    }
+
+    /// The sign-in issuer sent the link `id`'s browser back with `code`: it must have signed
+    /// in as the user the link was offered to. If so, the browser is bound to the link by a
+    /// cookie and goes on to the provider; if not, the link is spent.
+    pub async fn confirm(&self, id: &str, code: &str) -> Confirmed {
+        let refused = |why: &str| Confirmed::Refused(why.to_owned());
+        let offer = match self.offered(id).await {
+            Ok(Some(offer)) if offer.browser.is_none() => offer,
+            Ok(_) => return refused("this link has expired or was already used"),
+            Err(error) => return Confirmed::Refused(error.to_string()),
+        };
+        let form = [
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", self.settings.confirm_uri.as_str()),
+            ("code_verifier", &confirm_verifier(&offer)),
+            ("resource", self.sign_in.settings().public_url.as_str()),
+        ];
+        let signed_in = match tokens::request(
+            &self.client,
+            &self.settings.confirm_client,
+            &self.signin_endpoints.token,
+            &form,
+            None,
+        )
+        .await
+        {
+            Ok(tokens) => {
+                let header = format!("Bearer {}", tokens.access_token);
+                self.sign_in.check(Some(&header)).await.ok()
+            }
+            Err(error) => return Confirmed::Refused(format!("signing in failed: {error}")),
+        };
+        let Some(signed_in) = signed_in else {
+            return refused("the sign-in did not give a token sdkbox accepts");
+        };
+        if signed_in.user() != offer.user {
+            // Someone else opened it: it is spent, and its user asks for a new one.
+            let _ = self.offer_record(id, true).await;
+            tracing::warn!("a link was opened by another user than the one it was offered to");
+            return refused(
+                "this link was made for another sdkbox user: sign in as the user who asked for it, from a new link",
+            );
+        }
+        let Some(cookie) = crate::approval::random_hex(32) else {
+            return refused("no randomness");
+        };
+        let bound = Offer {
+            browser: Some(digest(&cookie)),
+            ..offer
+        };
+        if let Err(error) = self.put_offer(id, &bound).await {
+            return Confirmed::Refused(error.to_string());
+        }
+        Confirmed::Provider(self.provider_url(id, &bound), cookie)
+    }
+
+    /// The provider's authorization URL for the link `id`.
+    fn provider_url(&self, id: &str, offer: &Offer) -> Url {
+        let mut url = self.provider_endpoints.authorization.clone();
         {
             let mut query = url.query_pairs_mut();
             query
                 .append_pair("response_type", "code")
-                .append_pair("client_id", &self.settings.client_id)
+                .append_pair("client_id", &self.settings.client.id)
                 .append_pair("redirect_uri", self.settings.redirect_uri.as_str())
                 .append_pair("state", id)
-                .append_pair("code_challenge", &challenge)
+                .append_pair("code_challenge", &challenge(&offer.verifier))
                 .append_pair("code_challenge_method", "S256");
             if !self.settings.scopes.is_empty() {
                 query.append_pair("scope", &self.settings.scopes.join(" "));
@@ -333,19 +524,40 @@ impl Linking {
                 query.append_pair("resource", resource);
             }
         }
-        Ok(Some(url))
+        url
     }
 
-    /// Spends the link `id` without linking (the user refused at the provider).
-    pub async fn withdraw(&self, id: &str) -> Result<(), LinkError> {
-        self.offered(id, true).await.map(|_| ())
+    /// Spends the link `id` without linking (the user refused at the provider), if `cookie`
+    /// is the browser's that confirmed it.
+    pub async fn withdraw(&self, id: &str, cookie: Option<&str>) -> Result<(), LinkError> {
+        if let Some(offer) = self.offered(id).await?
+            && offer.browser.is_some()
+            && offer.browser == cookie.map(digest)
+        {
+            self.offer_record(id, true).await?;
+        }
+        Ok(())
     }
 
-    /// The provider sent the browser back with `code` for the link `state`: the code is
-    /// exchanged and the tokens stored for the user the link was offered to. The error says,
-    /// for the page, what happened.
-    pub async fn complete(&self, state: &str, code: &str) -> Result<(), String> {
-        let offer = match self.offered(state, true).await {
+    /// The provider sent the browser back with `code` for the link `state`: in the browser
+    /// that confirmed it (its `cookie`), the code is exchanged and the tokens stored for the
+    /// user the link was offered to, replacing (and revoking) an earlier link. The error
+    /// says, for the page, what happened.
+    pub async fn complete(
+        &self,
+        state: &str,
+        code: &str,
+        cookie: Option<&str>,
+    ) -> Result<(), String> {
+        let confirmed_here = match self.offered(state).await {
+            Ok(Some(offer)) => offer.browser.is_some() && offer.browser == cookie.map(digest),
+            Ok(None) => return Err("this link has expired or was already used".into()),
+            Err(error) => return Err(error.to_string()),
+        };
+        if !confirmed_here {
+            return Err("this browser did not open the link as its user".into());
+        }
+        let offer = match self.offer_record(state, true).await {
             Ok(Some(offer)) => offer,
             Ok(None) => return Err("this link has expired or was already used".into()),
             Err(error) => return Err(error.to_string()),
@@ -361,53 +573,78 @@ impl Linking {
         }
         let tokens = tokens::request(
             &self.client,
-            &self.settings,
-            &self.token_endpoint,
+            &self.settings.client,
+            &self.provider_endpoints.token,
             &form,
             None,
         )
         .await
         .map_err(|e| e.to_string())?;
+        let lock = self.user_lock(&offer.user);
+        let _one_at_a_time = lock.lock().await;
         let key = self.key("link", &offer.user);
+        let earlier = self.read(&key).await.ok().flatten();
         self.write(&key, &tokens).await.map_err(|e| e.to_string())?;
+        let _ = self.store.delete(&self.key("offered", &offer.user)).await;
+        if let Some(earlier) = earlier {
+            self.revoke(&earlier).await;
+        }
         let _ = self.linked.send(offer.user);
         Ok(())
     }
 
-    /// Forgets `user`'s link, revoking its tokens at the provider when it can; whether there
-    /// was one.
+    /// Forgets `user`'s link (and the link they were last offered), revoking its tokens at
+    /// the provider when it can; whether there was one.
     pub async fn unlink(&self, user: &str) -> Result<bool, LinkError> {
+        let lock = self.user_lock(user);
+        let _one_at_a_time = lock.lock().await;
+        let pointer = self.key("offered", user);
+        if let Some(sealed) = self.store.take(&pointer).await?
+            && let Some(id) = self
+                .settings
+                .sealer
+                .open(&pointer, &sealed)
+                .and_then(|id| String::from_utf8(id).ok())
+        {
+            self.offer_record(&id, true).await?;
+        }
         let key = self.key("link", user);
         let tokens = self.read(&key).await?;
         self.store.delete(&key).await?;
         let Some(tokens) = tokens else {
             return Ok(false);
         };
-        if let Some(endpoint) = &self.revocation_endpoint {
-            if let Some(refresh) = &tokens.refresh_token {
-                tokens::revoke(
-                    &self.client,
-                    &self.settings,
-                    endpoint,
-                    refresh,
-                    "refresh_token",
-                )
-                .await;
-            }
-            tokens::revoke(
-                &self.client,
-                &self.settings,
-                endpoint,
-                &tokens.access_token,
-                "access_token",
-            )
-            .await;
-        }
+        self.revoke(&tokens).await;
         Ok(true)
+    }
+
+    /// Revokes `tokens` at the provider, when it has a revocation endpoint.
+    async fn revoke(&self, tokens: &Tokens) {
+        let Some(endpoint) = &self.revocation_endpoint else {
+            return;
+        };
+        let client = &self.settings.client;
+        if let Some(refresh) = &tokens.refresh_token {
+            tokens::revoke(&self.client, client, endpoint, refresh, "refresh_token").await;
+        }
+        tokens::revoke(
+            &self.client,
+            client,
+            endpoint,
+            &tokens.access_token,
+            "access_token",
+        )
+        .await;
     }
 
     /// Users whose links complete from now on, as they complete (in this process).
     pub fn completions(&self) -> tokio::sync::broadcast::Receiver<String> {
         self.linked.subscribe()
     }
+}
+
+/// The PKCE verifier of a link's sign-in step, derived from the provider step's, so the offer
+/// holds one secret.
+fn confirm_verifier(offer: &Offer) -> String {
+    digest(&format!("sign-in\n{}", offer.verifier))
 }

@@ -4,10 +4,12 @@
 use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use sha2::Digest;
 
-/// The encryption key (aws-lc-rs, the crypto rustls and sign-in already build).
+/// The encryption key (aws-lc-rs, the crypto rustls and sign-in already build), and a key for
+/// record names derived from it.
 #[derive(Clone)]
-pub struct Sealer(std::sync::Arc<LessSafeKey>);
+pub struct Sealer(std::sync::Arc<LessSafeKey>, [u8; 32]);
 
 impl Sealer {
     /// The key in `text`: 64 hex digits, or base64 of 32 bytes.
@@ -28,7 +30,13 @@ impl Sealer {
             return Err(format!("the key is {} bytes, not 32", bytes.len()));
         }
         let key = UnboundKey::new(&AES_256_GCM, &bytes).map_err(|e| e.to_string())?;
-        Ok(Self(std::sync::Arc::new(LessSafeKey::new(key))))
+        let mut names = sha2::Sha256::new();
+        sha2::Digest::update(&mut names, b"sdkbox link record names\n");
+        sha2::Digest::update(&mut names, &bytes);
+        Ok(Self(
+            std::sync::Arc::new(LessSafeKey::new(key)),
+            sha2::Digest::finalize(names).into(),
+        ))
     }
 
     /// `plain` encrypted for the record `name`: base64 of a random nonce, the ciphertext and
@@ -47,6 +55,15 @@ impl Sealer {
         let mut out = nonce.to_vec();
         out.extend_from_slice(&sealed);
         Ok(STANDARD.encode(out))
+    }
+
+    /// A record's name for `text` (a user, a link id): keyed, so the store's names cannot be
+    /// matched against guessed users without the key.
+    pub fn name(&self, text: &str) -> String {
+        let mut hash = sha2::Sha256::new();
+        sha2::Digest::update(&mut hash, self.1);
+        sha2::Digest::update(&mut hash, text.as_bytes());
+        crate::hex::hex(&sha2::Digest::finalize(hash))
     }
 
     /// The plain text of `sealed`, if it was sealed with this key for `name`.

@@ -45,6 +45,25 @@ pub struct ProviderOAuthFile {
     pub key_env: Option<String>,
     /// How sdkbox authenticates at the token endpoint: `basic` (default) or `post`.
     pub token_auth: Option<TokenAuth>,
+    /// sdkbox's own client at the sign-in issuer, with which it confirms that whoever opens
+    /// a link is the user it was offered to (redirect URI `https://HOST/link/confirm`).
+    pub confirm_client_id: String,
+    /// The environment variable holding that client's secret (none: a public client).
+    pub confirm_client_secret_env: Option<String>,
+}
+
+/// The path, on the public origin, the sign-in issuer sends a link's browser back to.
+pub const CONFIRM_PATH: &str = "/link/confirm";
+
+/// An OAuth client sdkbox is: its id, its secret if confidential, how it authenticates.
+#[derive(Clone)]
+pub struct OAuthClient {
+    /// The client id.
+    pub id: String,
+    /// The secret, if it is a confidential client.
+    pub secret: Option<String>,
+    /// How it authenticates at token and revocation endpoints.
+    pub auth: TokenAuth,
 }
 
 /// Client authentication at the token endpoint (RFC 6749 §2.3.1).
@@ -78,12 +97,12 @@ pub struct LinkSettings {
     pub token_endpoint: Option<Url>,
     /// The revocation endpoint, if given (else discovered, if the issuer has one).
     pub revocation_endpoint: Option<Url>,
-    /// sdkbox's client id.
-    pub client_id: String,
-    /// Its secret, if it is a confidential client.
-    pub client_secret: Option<String>,
-    /// How it authenticates at the token endpoint.
-    pub token_auth: TokenAuth,
+    /// sdkbox as the provider's client.
+    pub client: OAuthClient,
+    /// sdkbox as the sign-in issuer's client, confirming who opens a link.
+    pub confirm_client: OAuthClient,
+    /// Where the sign-in issuer sends a link's browser back.
+    pub confirm_uri: Url,
     /// The scopes asked for.
     pub scopes: Vec<String>,
     /// The resource indicator, if any.
@@ -103,7 +122,8 @@ impl std::fmt::Debug for LinkSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LinkSettings")
             .field("issuer", &self.issuer)
-            .field("client_id", &self.client_id)
+            .field("client_id", &self.client.id)
+            .field("confirm_client_id", &self.confirm_client.id)
             .field("scopes", &self.scopes)
             .field("redirect_uri", &self.redirect_uri.as_str())
             .field("store", &self.store)
@@ -157,14 +177,24 @@ impl ProviderOAuthFile {
                 )));
             }
         }
-        let client_secret = match &self.client_secret_env {
-            None => None,
-            Some(name) => Some(env(name).filter(|s| !s.is_empty()).ok_or_else(|| {
-                bad(format!(
-                    "[provider_oauth] client_secret_env: the environment variable {name} is not set"
-                ))
-            })?),
+        let secret = |field: &str, name: &Option<String>| match name {
+            None => Ok(None),
+            Some(name) => env(name)
+                .filter(|s| !s.is_empty())
+                .map(Some)
+                .ok_or_else(|| {
+                    bad(format!(
+                        "[provider_oauth] {field}: the environment variable {name} is not set"
+                    ))
+                }),
         };
+        let client_secret = secret("client_secret_env", &self.client_secret_env)?;
+        let confirm_secret = secret("confirm_client_secret_env", &self.confirm_client_secret_env)?;
+        if self.confirm_client_id.trim().is_empty() {
+            return Err(bad(format!(
+                "[provider_oauth] confirm_client_id is empty: register sdkbox as a client of the sign-in issuer with the redirect URI https://HOST{CONFIRM_PATH}, so that a link is only followed by the user it was offered to"
+            )));
+        }
         let key_env = self.key_env.as_deref().unwrap_or(DEFAULT_KEY_ENV);
         let key = env(key_env).filter(|k| !k.is_empty()).ok_or_else(|| {
             bad(format!(
@@ -176,24 +206,40 @@ impl ProviderOAuthFile {
             .redirect_path
             .as_deref()
             .unwrap_or(DEFAULT_REDIRECT_PATH);
-        if !path.starts_with("/link/") || path.contains(['?', '#']) || path.len() < 7 {
-            return Err(bad(format!(
-                "[provider_oauth] redirect_path `{path}` must be a path under /link/ (default {DEFAULT_REDIRECT_PATH})"
-            )));
-        }
         let mut public_origin = public_url.clone();
         public_origin.set_path("/");
         public_origin.set_query(None);
         public_origin.set_fragment(None);
         let redirect_uri = public_origin
             .join(path)
-            .map_err(|e| bad(format!("[provider_oauth] redirect_path `{path}`: {e}")))?;
+            .ok()
+            .filter(|u| {
+                // Checked as resolved, so `..` and escapes cannot leave /link/ or clash.
+                let resolved = u.path();
+                resolved.len() > "/link/".len()
+                    && resolved.starts_with("/link/")
+                    && !resolved.starts_with("/link/start/")
+                    && resolved != CONFIRM_PATH
+                    && u.query().is_none()
+                    && u.fragment().is_none()
+                    && resolved
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"/_-".contains(&b))
+            })
+            .ok_or_else(|| {
+                bad(format!(
+                    "[provider_oauth] redirect_path `{path}` must be a plain path under /link/ (letters, digits, / _ -), not /link/start/ or {CONFIRM_PATH} (default {DEFAULT_REDIRECT_PATH})"
+                ))
+            })?;
+        let confirm_uri = public_origin
+            .join(CONFIRM_PATH)
+            .map_err(|e| bad(e.to_string()))?;
         let store = match self.store.as_deref() {
             Some(url) if url.starts_with("redis://") || url.starts_with("rediss://") => {
                 StoreChoice::Redis(url.to_owned())
             }
             Some(path) if !path.is_empty() => StoreChoice::File(path.into()),
-            _ => StoreChoice::File(default_store().ok_or_else(|| {
+            _ => StoreChoice::File(default_store(&self.client_id).ok_or_else(|| {
                 bad("[provider_oauth] no state directory for the link store: set store = \"/path/links.json\"".into())
             })?),
         };
@@ -202,9 +248,17 @@ impl ProviderOAuthFile {
             authorization_endpoint: self.authorization_endpoint.clone(),
             token_endpoint: self.token_endpoint.clone(),
             revocation_endpoint: self.revocation_endpoint.clone(),
-            client_id: self.client_id.clone(),
-            client_secret,
-            token_auth: self.token_auth.unwrap_or_default(),
+            client: OAuthClient {
+                id: self.client_id.clone(),
+                secret: client_secret,
+                auth: self.token_auth.unwrap_or_default(),
+            },
+            confirm_client: OAuthClient {
+                id: self.confirm_client_id.clone(),
+                secret: confirm_secret,
+                auth: self.token_auth.unwrap_or_default(),
+            },
+            confirm_uri,
             scopes: self.scopes.clone(),
             resource: self.resource.clone(),
             redirect_uri,
@@ -215,15 +269,27 @@ impl ProviderOAuthFile {
     }
 }
 
-/// `links.json` in sdkbox's state directory: `$SDKBOX_STATE_DIR`, else `$XDG_STATE_HOME/sdkbox`
-/// or `~/.local/state/sdkbox`. State, not cache: clearing caches must not unlink everyone.
-fn default_store() -> Option<std::path::PathBuf> {
+/// `links-<client>.json` in sdkbox's state directory (`$SDKBOX_STATE_DIR`, else
+/// `$XDG_STATE_HOME/sdkbox` or `~/.local/state/sdkbox`): one file per provider client, since a
+/// file store is one process's. State, not cache: clearing caches must not unlink everyone.
+fn default_store(client_id: &str) -> Option<std::path::PathBuf> {
     let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
     let dir = var("SDKBOX_STATE_DIR")
         .map(std::path::PathBuf::from)
         .or_else(|| var("XDG_STATE_HOME").map(|d| std::path::PathBuf::from(d).join("sdkbox")))
         .or_else(|| var("HOME").map(|h| std::path::PathBuf::from(h).join(".local/state/sdkbox")))?;
-    Some(dir.join("links.json"))
+    let name: String = client_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    Some(dir.join(format!("links-{name}.json")))
 }
 
 #[cfg(test)]
@@ -235,6 +301,7 @@ mod tests {
             issuer: Some(Url::parse("https://auth.example.com").unwrap()),
             client_id: "sdkbox".into(),
             client_secret_env: Some("SECRET".into()),
+            confirm_client_id: "sdkbox-confirm".into(),
             scopes: vec!["orders:read".into()],
             store: Some("/tmp/links.json".into()),
             ..ProviderOAuthFile::default()
@@ -257,7 +324,11 @@ mod tests {
             settings.redirect_uri.as_str(),
             "https://mcp.example.com/link/callback"
         );
-        assert_eq!(settings.client_secret.as_deref(), Some("s3cret"));
+        assert_eq!(settings.client.secret.as_deref(), Some("s3cret"));
+        assert_eq!(
+            settings.confirm_uri.as_str(),
+            "https://mcp.example.com/link/confirm"
+        );
         assert!(!format!("{settings:?}").contains("s3cret"));
     }
 
@@ -277,11 +348,21 @@ mod tests {
                 .to_string()
                 .contains("https")
         );
-        let elsewhere = ProviderOAuthFile {
-            redirect_path: Some("/mcp".into()),
-            ..file()
-        };
-        assert!(elsewhere.check(&public, &env).is_err());
+        for path in [
+            "/mcp",
+            "/link/../mcp",
+            "/link/%2e%2e/healthz",
+            "/link/:cb",
+            "/link/start/x",
+            "/link/confirm",
+            "/link/",
+        ] {
+            let elsewhere = ProviderOAuthFile {
+                redirect_path: Some(path.into()),
+                ..file()
+            };
+            assert!(elsewhere.check(&public, &env).is_err(), "{path}");
+        }
         let redis = ProviderOAuthFile {
             store: Some("redis://127.0.0.1:6379/0".into()),
             ..file()

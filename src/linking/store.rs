@@ -97,17 +97,17 @@ impl Store {
         self.take(key).await.map(|_| ())
     }
 
-    /// Claims `key` for `ttl` unless another claim holds it: the claim replicas take before
-    /// they refresh a user's token, so one refresh runs at a time. The file store has one
-    /// process, whose own lock suffices: always granted.
-    pub async fn claim(&self, key: &str, ttl: Duration) -> Result<bool, StoreError> {
+    /// Claims `key` with `value` for `ttl` unless another claim holds it: the claim replicas
+    /// take before they refresh a user's token, so one refresh runs at a time. The file store
+    /// has one process, whose own lock suffices: always granted.
+    pub async fn claim(&self, key: &str, value: &str, ttl: Duration) -> Result<bool, StoreError> {
         match self {
             Self::File(_) => Ok(true),
             Self::Redis(redis) => {
                 let mut redis = redis.clone();
                 let set: Option<String> = redis::cmd("SET")
                     .arg(key)
-                    .arg("1")
+                    .arg(value)
                     .arg("NX")
                     .arg("PX")
                     .arg(ttl.as_millis().max(1) as u64)
@@ -115,6 +115,25 @@ impl Store {
                     .await
                     .map_err(failed)?;
                 Ok(set.is_some())
+            }
+        }
+    }
+
+    /// Releases the claim on `key` if it is still `value` (not a later claim of another).
+    pub async fn release(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        match self {
+            Self::File(_) => Ok(()),
+            Self::Redis(redis) => {
+                let mut redis = redis.clone();
+                redis::Script::new(
+                    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end",
+                )
+                .key(key)
+                .arg(value)
+                .invoke_async::<i64>(&mut redis)
+                .await
+                .map(|_| ())
+                .map_err(failed)
             }
         }
     }
@@ -134,6 +153,10 @@ fn redacted(url: &str) -> String {
         _ => url.to_owned(),
     }
 }
+
+/// The most expiring records (offered links and their pointers) the file store holds: each
+/// user has at most one offer open, so this is a bound on users linking at once.
+const MAX_EXPIRING: usize = 20_000;
 
 /// The file store: lasting records in a JSON file (mode 0600), expiring ones in memory.
 pub struct FileStore {
@@ -190,6 +213,11 @@ impl FileStore {
             Some(ttl) => {
                 let now = Instant::now();
                 state.expiring.retain(|_, (_, until)| *until > now);
+                if state.expiring.len() >= MAX_EXPIRING && !state.expiring.contains_key(key) {
+                    return Err(StoreError(format!(
+                        "{MAX_EXPIRING} links are waiting to be followed: try again in a few minutes"
+                    )));
+                }
                 state
                     .expiring
                     .insert(key.to_owned(), (value.to_owned(), now + ttl));

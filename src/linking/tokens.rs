@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-use super::settings::{LinkSettings, TokenAuth};
+use super::settings::{OAuthClient, TokenAuth};
 
 /// A linked account's tokens, as stored (sealed).
 #[derive(Clone, Serialize, Deserialize)]
@@ -52,12 +52,12 @@ pub fn now() -> u64 {
 /// Posts `form` to `endpoint` as sdkbox's client, and reads the answer's tokens.
 pub async fn request(
     client: &reqwest::Client,
-    settings: &LinkSettings,
+    client_auth: &OAuthClient,
     endpoint: &Url,
     form: &[(&str, &str)],
     previous_refresh: Option<&str>,
 ) -> Result<Tokens, TokenError> {
-    let response = as_client(client, settings, endpoint, form)
+    let response = as_client(client, client_auth, endpoint, form)
         .header(reqwest::header::ACCEPT, "application/json")
         .send()
         .await
@@ -68,12 +68,24 @@ pub async fn request(
         .map_err(|e| TokenError::Unreachable(e.to_string()))?;
     let answer: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
     if !status.is_success() {
-        let error = answer["error"].as_str().unwrap_or("");
+        // RFC 6749 §5.2's error code, as its grammar allows (no quotes, no controls), short.
+        let error: String = answer["error"]
+            .as_str()
+            .unwrap_or("")
+            .chars()
+            .filter(|c| matches!(c, ' ' | '!' | '#'..='[' | ']'..='~'))
+            .take(64)
+            .collect();
         let said = format!("HTTP {status} {error}").trim().to_owned();
-        // RFC 6749 §5.2: 400 (or 401 for client authentication) with an error code is a
-        // refusal; anything else is the provider failing.
-        return Err(if (status == 400 || status == 401) && !error.is_empty() {
+        // Only a refused grant means the user must link again; a refused client
+        // (`invalid_client`, a wrong secret) or request is sdkbox's configuration, which
+        // must not cost every user their link.
+        return Err(if error == "invalid_grant" {
             TokenError::Refused(said)
+        } else if matches!(error.as_str(), "invalid_client" | "unauthorized_client") {
+            TokenError::Unreachable(format!(
+                "{said}: the provider refused sdkbox's client; check [provider_oauth] client_id and its secret"
+            ))
         } else {
             TokenError::Unreachable(said)
         });
@@ -89,7 +101,11 @@ pub async fn request(
             .as_str()
             .map(str::to_owned)
             .or_else(|| previous_refresh.map(str::to_owned)),
-        expires_at: answer["expires_in"].as_u64().map(|s| now() + s),
+        // A number or a numeric string; a year at most, so nothing overflows.
+        expires_at: answer["expires_in"]
+            .as_u64()
+            .or_else(|| answer["expires_in"].as_str().and_then(|s| s.parse().ok()))
+            .map(|s: u64| now().saturating_add(s.min(366 * 24 * 3600))),
         scope: answer["scope"].as_str().map(str::to_owned),
     })
 }
@@ -97,13 +113,13 @@ pub async fn request(
 /// Revokes `token` at `endpoint` (RFC 7009); failures are the provider's to forget.
 pub async fn revoke(
     client: &reqwest::Client,
-    settings: &LinkSettings,
+    client_auth: &OAuthClient,
     endpoint: &Url,
     token: &str,
     hint: &str,
 ) {
     let form = [("token", token), ("token_type_hint", hint)];
-    let request = as_client(client, settings, endpoint, &form);
+    let request = as_client(client, client_auth, endpoint, &form);
     if let Err(error) = request.send().await {
         tracing::warn!("revoking a provider token: {error}");
     }
@@ -112,11 +128,11 @@ pub async fn revoke(
 /// A form POST of `form` to `endpoint`, authenticated as sdkbox's client.
 fn as_client(
     client: &reqwest::Client,
-    settings: &LinkSettings,
+    client_auth: &OAuthClient,
     endpoint: &Url,
     form: &[(&str, &str)],
 ) -> reqwest::RequestBuilder {
-    let body = with_client(settings, form);
+    let body = with_client(client_auth, form);
     let request = client
         .post(endpoint.clone())
         .header(
@@ -124,25 +140,24 @@ fn as_client(
             "application/x-www-form-urlencoded",
         )
         .body(encoded(&body));
-    match (settings.token_auth, &settings.client_secret) {
-        (TokenAuth::Basic, Some(secret)) => request.basic_auth(
-            form_encoded(&settings.client_id),
-            Some(form_encoded(secret)),
-        ),
+    match (client_auth.auth, &client_auth.secret) {
+        (TokenAuth::Basic, Some(secret)) => {
+            request.basic_auth(form_encoded(&client_auth.id), Some(form_encoded(secret)))
+        }
         _ => request,
     }
 }
 
 /// `form` with the client's identity, as its authentication method wants it.
-fn with_client(settings: &LinkSettings, form: &[(&str, &str)]) -> Vec<(String, String)> {
+fn with_client(client_auth: &OAuthClient, form: &[(&str, &str)]) -> Vec<(String, String)> {
     let mut body: Vec<(String, String)> = form
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
-    let basic = settings.token_auth == TokenAuth::Basic && settings.client_secret.is_some();
+    let basic = client_auth.auth == TokenAuth::Basic && client_auth.secret.is_some();
     if !basic {
-        body.push(("client_id".into(), settings.client_id.clone()));
-        if let Some(secret) = &settings.client_secret {
+        body.push(("client_id".into(), client_auth.id.clone()));
+        if let Some(secret) = &client_auth.secret {
             body.push(("client_secret".into(), secret.clone()));
         }
     }

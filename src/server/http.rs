@@ -110,6 +110,7 @@ pub async fn serve_http(
         options.session_idle,
     ));
     let name = format!("sdkbox: {}", provider.name);
+    let provider_name = provider.name.clone();
     let for_sessions = options.sign_in.clone();
     let linking = options.linking.clone();
     let service = StreamableHttpService::new(
@@ -152,7 +153,7 @@ pub async fn serve_http(
             app = app.merge(super::linking::routes(
                 linking.clone(),
                 sign_in.clone(),
-                &name,
+                &provider_name,
             ));
             eprintln!(
                 "sdkbox: account linking: users link their provider account at {} (callback {})",

@@ -18,6 +18,9 @@ use crate::signin::SignedIn;
 /// How long a call waits, after the user accepted to open the link, for the link to complete.
 const LINK_WAIT: Duration = Duration::from_secs(300);
 
+/// How often a waiting call looks in the store for the link.
+const LOOK_EVERY: Duration = Duration::from_secs(2);
+
 impl SdkboxServer {
     /// Egress acting with `user`'s linked provider token; else the result that asks them to
     /// link (or says why linking cannot answer now).
@@ -96,12 +99,22 @@ impl SdkboxServer {
                 return false;
             }
         }
+        // Woken by a completion in this process, or finding the link in the store (another
+        // replica took the callback) at the next look.
         let waited = tokio::time::timeout(LINK_WAIT, async {
+            let mut look = tokio::time::interval(LOOK_EVERY);
             loop {
-                match completions.recv().await {
-                    Ok(user) if user == who => return true,
-                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return false,
+                tokio::select! {
+                    completed = completions.recv() => match completed {
+                        Ok(user) if user == who => return true,
+                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return false,
+                    },
+                    _ = look.tick() => {
+                        if matches!(linking.access(who).await, Ok(Access::Token(_))) {
+                            return true;
+                        }
+                    }
                 }
             }
         });

@@ -1,7 +1,9 @@
 //! Account linking's HTTP routes, on the public origin: `GET /link/start/{id}` sends the
-//! browser to the provider to authorize sdkbox; the provider sends it back to the callback
-//! (`/link/callback` unless configured), which stores the tokens and says "linked, return to
-//! your chat"; `DELETE /link` with the user's sign-in token unlinks them.
+//! browser to the sign-in issuer; `GET /link/confirm` checks that it signed in as the link's
+//! user, binds it to the link with a cookie and sends it to the provider to authorize sdkbox;
+//! the provider sends it back to the callback (`/link/callback` unless configured), which, in
+//! that browser only, stores the tokens and says "linked, return to your chat".
+//! `DELETE /link` with the user's sign-in token unlinks them.
 
 use std::sync::Arc;
 
@@ -12,7 +14,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{delete, get};
 
 use crate::approval::page::escape;
-use crate::linking::Linking;
+use crate::linking::{CONFIRM_PATH, Confirmed, Linking};
 use crate::signin::SignIn;
 
 /// What the routes need.
@@ -21,6 +23,9 @@ struct Linked {
     sign_in: Arc<SignIn>,
     provider: String,
 }
+
+/// The name of the cookie that binds a browser to the link it confirmed.
+const COOKIE: &str = "sdkbox_link";
 
 /// The linking routes.
 pub fn routes(linking: Arc<Linking>, sign_in: Arc<SignIn>, provider: &str) -> Router {
@@ -32,6 +37,7 @@ pub fn routes(linking: Arc<Linking>, sign_in: Arc<SignIn>, provider: &str) -> Ro
     });
     Router::new()
         .route("/link/start/{id}", get(start))
+        .route(CONFIRM_PATH, get(confirm))
         .route(&callback, get(callback_page))
         .route("/link", delete(unlink))
         .with_state(state)
@@ -59,24 +65,40 @@ fn page(status: StatusCode, title: &str, text: &str) -> Response {
     response
 }
 
+/// A redirect to `url`, telling no one where it came from.
+fn redirect(url: &url::Url) -> Response {
+    let mut response = StatusCode::FOUND.into_response();
+    let headers = response.headers_mut();
+    if let Ok(location) = HeaderValue::from_str(url.as_str()) {
+        headers.insert(header::LOCATION, location);
+    }
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// The link cookie the request carries.
+fn cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value.to_owned())
+}
+
+const EXPIRED: &str =
+    "This link has expired or was already used. Run the tool again in your chat for a new one.";
+
 async fn start(State(state): State<Arc<Linked>>, Path(id): Path<String>) -> Response {
-    match state.linking.authorization_url(&id).await {
-        Ok(Some(url)) => {
-            let mut response = StatusCode::FOUND.into_response();
-            if let Ok(location) = HeaderValue::from_str(url.as_str()) {
-                response.headers_mut().insert(header::LOCATION, location);
-            }
-            response.headers_mut().insert(
-                header::REFERRER_POLICY,
-                HeaderValue::from_static("no-referrer"),
-            );
-            response
-        }
-        Ok(None) => page(
-            StatusCode::NOT_FOUND,
-            "Link expired",
-            "This link has expired or was already used. Run the tool again in your chat for a new one.",
-        ),
+    match state.linking.start_url(&id).await {
+        Ok(Some(url)) => redirect(&url),
+        Ok(None) => page(StatusCode::NOT_FOUND, "Link expired", EXPIRED),
         Err(error) => page(
             StatusCode::SERVICE_UNAVAILABLE,
             "Try again",
@@ -92,9 +114,53 @@ struct Callback {
     error: Option<String>,
 }
 
+async fn confirm(State(state): State<Arc<Linked>>, Query(query): Query<Callback>) -> Response {
+    let (Some(id), Some(code)) = (query.state.as_deref(), query.code.as_deref()) else {
+        return page(
+            StatusCode::BAD_REQUEST,
+            "Not linked",
+            "Signing in did not finish. Run the tool again in your chat for a new link.",
+        );
+    };
+    match state.linking.confirm(id, code).await {
+        Confirmed::Provider(url, value) => {
+            let mut response = redirect(&url);
+            let secure = if state.linking.settings().public_origin.scheme() == "https" {
+                "; Secure"
+            } else {
+                ""
+            };
+            let cookie = format!(
+                "{COOKIE}={value}; Path=/link/; Max-Age=600; HttpOnly; SameSite=Lax{secure}"
+            );
+            if let Ok(value) = HeaderValue::from_str(&cookie) {
+                response.headers_mut().insert(header::SET_COOKIE, value);
+            }
+            response
+        }
+        Confirmed::Refused(why) => page(
+            StatusCode::FORBIDDEN,
+            "Not linked",
+            &format!("Not linked: {why}."),
+        ),
+    }
+}
+
+/// RFC 6749's error codes: the only provider errors a page repeats (the query is anyone's).
+const KNOWN_ERRORS: [&str; 7] = [
+    "access_denied",
+    "invalid_request",
+    "unauthorized_client",
+    "unsupported_response_type",
+    "invalid_scope",
+    "server_error",
+    "temporarily_unavailable",
+];
+
 async fn callback_page(
     State(state): State<Arc<Linked>>,
     Query(query): Query<Callback>,
+    headers: HeaderMap,
 ) -> Response {
     let provider = &state.provider;
     let Some(link) = query.state.as_deref() else {
@@ -104,19 +170,19 @@ async fn callback_page(
             "The provider sent no state.",
         );
     };
+    let cookie = cookie(&headers);
     if let Some(error) = &query.error {
-        // The offer is spent: a refusal is an answer.
-        let _ = state.linking.withdraw(link).await;
-        let error: String = error
-            .chars()
-            .filter(char::is_ascii_graphic)
-            .take(64)
-            .collect();
+        // The offer is spent (in the browser that confirmed it): a refusal is an answer.
+        let _ = state.linking.withdraw(link, cookie.as_deref()).await;
+        let said = KNOWN_ERRORS
+            .iter()
+            .find(|k| **k == error.as_str())
+            .map_or(String::new(), |k| format!(" ({k})"));
         return page(
             StatusCode::OK,
             "Not linked",
             &format!(
-                "{provider} said `{error}`: your account was not linked. Run the tool again in your chat to retry."
+                "{provider} did not authorize sdkbox{said}: your account was not linked. Run the tool again in your chat to retry."
             ),
         );
     }
@@ -127,7 +193,7 @@ async fn callback_page(
             "The provider sent no code.",
         );
     };
-    match state.linking.complete(link, code).await {
+    match state.linking.complete(link, code, cookie.as_deref()).await {
         Ok(()) => {
             tracing::info!("a provider account was linked");
             page(

@@ -194,7 +194,13 @@ impl SdkboxServer {
             }
             _ => self.egress_for(&context)?,
         };
-        let caller = self.caller(&context, &egress, signed_in.as_deref());
+        // A linked user's token changes at every refresh: who they act as, for approvals and
+        // journals, is the server's provider and their sign-in, which do not.
+        let acting_as = match &self.linking {
+            Some(_) if signed_in.is_some() => &self.provider.egress,
+            _ => &egress,
+        };
+        let caller = self.caller(&context, acting_as, signed_in.as_deref());
         // Checked once the caller is known, before the approval round and the pool: a script
         // with certain errors is not run at all.
         let warnings = match &self.provider.typecheck {

@@ -251,7 +251,9 @@ fn judge(
     scopes.sort();
     scopes.dedup();
     let client = answer["client_id"].as_str().map(str::to_owned);
-    let signed_in = SignedIn::new(settings, sub.to_owned(), client, scopes);
+    let subject_is_client = answer["sub"].as_str().is_none_or(str::is_empty);
+    let mut signed_in = SignedIn::new(settings, sub.to_owned(), client, scopes);
+    signed_in.subject_is_client = subject_is_client;
     (Ok(signed_in), left.map(Duration::from_secs))
 }
 

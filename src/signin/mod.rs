@@ -85,6 +85,9 @@ pub struct SignedIn {
     /// Whether it holds the write scope.
     pub may_write: bool,
     issuer: String,
+    /// The subject is the client's id (an introspected client-credentials token without
+    /// `sub`): a machine, never the person whose `sub` happens to be spelled the same.
+    subject_is_client: bool,
 }
 
 impl SignedIn {
@@ -102,6 +105,7 @@ impl SignedIn {
             client,
             scopes,
             issuer: settings.issuer.clone(),
+            subject_is_client: false,
         }
     }
 
@@ -115,6 +119,9 @@ impl SignedIn {
     /// The person, whichever client they use: the issuer and the subject, as a JSON object.
     /// A linked provider account is theirs, across clients.
     pub fn user(&self) -> String {
+        if self.subject_is_client {
+            return json!({"iss": self.issuer, "client": self.subject}).to_string();
+        }
         json!({"iss": self.issuer, "sub": self.subject}).to_string()
     }
 }

@@ -113,6 +113,8 @@ struct World {
     seen: Seen,
     client_id: String,
     client_secret: String,
+    confirm_id: String,
+    confirm_secret: String,
     dir: tempfile::TempDir,
     public: String,
     port: u16,
@@ -132,20 +134,13 @@ impl World {
         let (base, seen) = orders_provider(provider_as.url.clone()).await;
         let port = free_port();
         let public = format!("http://127.0.0.1:{port}/mcp");
-        let registered: Value = reqwest::Client::new()
-            .post(format!("{}/reg", provider_as.url))
-            .json(&json!({
-                "redirect_uris": [format!("http://127.0.0.1:{port}/link/callback")],
-                "grant_types": ["authorization_code", "refresh_token"],
-                "response_types": ["code"],
-                "token_endpoint_auth_method": "client_secret_basic",
-            }))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let registered = register(
+            &provider_as,
+            &format!("http://127.0.0.1:{port}/link/callback"),
+        )
+        .await;
+        // sdkbox's own client at the sign-in issuer, confirming who opens a link.
+        let confirm = register(&idp, &format!("http://127.0.0.1:{port}/link/confirm")).await;
         Some(Self {
             idp,
             provider_as,
@@ -153,6 +148,8 @@ impl World {
             seen,
             client_id: registered["client_id"].as_str().unwrap().to_owned(),
             client_secret: registered["client_secret"].as_str().unwrap().to_owned(),
+            confirm_id: confirm["client_id"].as_str().unwrap().to_owned(),
+            confirm_secret: confirm["client_secret"].as_str().unwrap().to_owned(),
             dir: tempfile::tempdir().unwrap(),
             public,
             port,
@@ -181,6 +178,8 @@ client_secret_env = "ORDERS_CLIENT_SECRET"
 scopes = ["orders:read", "orders:write"]
 resource = "{base}"
 store = "{store}"
+confirm_client_id = "{confirm}"
+confirm_client_secret_env = "SIGNIN_CONFIRM_SECRET"
 "#,
                 spec = spec.display(),
                 base = self.base,
@@ -188,6 +187,7 @@ store = "{store}"
                 public = self.public,
                 pas = self.provider_as.url,
                 client = self.client_id,
+                confirm = self.confirm_id,
             ),
         )
         .unwrap();
@@ -200,12 +200,18 @@ store = "{store}"
         command
             .args(["serve", "--http", &format!("127.0.0.1:{port}"), "--config"])
             .arg(self.provider_file(store))
-            .args(["--writes", "allow"])
             .args(extra)
             .env("ORDERS_CLIENT_SECRET", &self.client_secret)
+            .env("SIGNIN_CONFIRM_SECRET", &self.confirm_secret)
             .env("SDKBOX_LINK_KEY", "7f".repeat(32))
             .env("RUST_LOG", "info");
         listening(command).await
+    }
+
+    /// sdkbox on the world's port with the file store in its directory.
+    async fn serve(&self, extra: &[&str]) -> Listening {
+        let store = self.dir.path().join("links.json");
+        self.sdkbox(self.port, store.to_str().unwrap(), extra).await
     }
 
     /// A sign-in token for `sub`.
@@ -219,13 +225,23 @@ store = "{store}"
             .await
     }
 
-    /// Follows `link` in a headless browser signed in at the provider as `account`: the
-    /// redirects, the consent (automatic) and back to sdkbox's callback. The last page.
-    async fn follow(&self, link: &str, account: &str) -> (u16, String) {
+    /// Follows `link` in a new headless browser signed in to sdkbox as `user` and at the
+    /// provider as `account`: the redirects, the sign-in and consents (automatic), back to
+    /// sdkbox's callback. The last page.
+    async fn follow(&self, link: &str, user: &str, account: &str) -> (u16, String) {
+        self.accounts(user, account).await;
+        match Browser::default().open(link, None).await {
+            Opened::Page(status, body) => (status, body),
+            Opened::Stopped(url) => panic!("stopped at {url}"),
+        }
+    }
+
+    /// Who the next sign-in at each authorization server is.
+    async fn accounts(&self, user: &str, account: &str) {
+        self.idp.control("account", json!({"sub": user})).await;
         self.provider_as
             .control("account", json!({"sub": account}))
             .await;
-        follow(link).await
     }
 
     fn stored(&self) -> String {
@@ -233,37 +249,86 @@ store = "{store}"
     }
 }
 
-/// GETs `url` and its redirects with a cookie jar, as a browser would; the last page.
-async fn follow(url: &str) -> (u16, String) {
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let mut cookies: Vec<(String, String)> = Vec::new();
-    let mut url = reqwest::Url::parse(url).unwrap();
-    for _ in 0..20 {
-        let jar: Vec<String> = cookies.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let response = client
-            .get(url.clone())
-            .header("cookie", jar.join("; "))
-            .send()
-            .await
+/// Registers a confidential client at `server` (dynamic registration) with `redirect`.
+async fn register(server: &AuthServer, redirect: &str) -> Value {
+    reqwest::Client::new()
+        .post(format!("{}/reg", server.url))
+        .json(&json!({
+            "redirect_uris": [redirect],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "client_secret_basic",
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// A headless browser: one cookie jar for the loopback host (as browsers share cookies
+/// across a host's ports), redirects followed by hand.
+#[derive(Default)]
+struct Browser {
+    cookies: Vec<(String, String)>,
+}
+
+/// Where a browser got to.
+enum Opened {
+    /// A page that is not a redirect.
+    Page(u16, String),
+    /// A redirect to where it was told to stop.
+    Stopped(reqwest::Url),
+}
+
+impl Browser {
+    /// Opens `url` and follows its redirects, stopping before one that starts with `stop`.
+    async fn open(&mut self, url: &str, stop: Option<&str>) -> Opened {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
             .unwrap();
-        for set in response.headers().get_all("set-cookie") {
-            let pair = set.to_str().unwrap().split(';').next().unwrap();
-            if let Some((name, value)) = pair.split_once('=') {
-                cookies.retain(|(k, _)| k != name);
-                cookies.push((name.to_owned(), value.to_owned()));
+        let mut url = reqwest::Url::parse(url).unwrap();
+        for _ in 0..20 {
+            let jar: Vec<String> = self
+                .cookies
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            let response = client
+                .get(url.clone())
+                .header("cookie", jar.join("; "))
+                .send()
+                .await
+                .unwrap();
+            for set in response.headers().get_all("set-cookie") {
+                let pair = set.to_str().unwrap().split(';').next().unwrap();
+                if let Some((name, value)) = pair.split_once('=') {
+                    self.cookies.retain(|(k, _)| k != name);
+                    self.cookies.push((name.to_owned(), value.to_owned()));
+                }
             }
+            let status = response.status().as_u16();
+            if let Some(location) = response.headers().get("location") {
+                url = url.join(location.to_str().unwrap()).unwrap();
+                if stop.is_some_and(|s| url.as_str().starts_with(s)) {
+                    return Opened::Stopped(url);
+                }
+                continue;
+            }
+            return Opened::Page(status, response.text().await.unwrap());
         }
-        let status = response.status().as_u16();
-        if let Some(location) = response.headers().get("location") {
-            url = url.join(location.to_str().unwrap()).unwrap();
-            continue;
-        }
-        return (status, response.text().await.unwrap());
+        panic!("more than 20 redirects");
     }
-    panic!("more than 20 redirects");
+}
+
+/// Opens `url` in a new browser with no one signed in anywhere new; the last page.
+async fn follow(url: &str) -> (u16, String) {
+    match Browser::default().open(url, None).await {
+        Opened::Page(status, body) => (status, body),
+        Opened::Stopped(url) => panic!("stopped at {url}"),
+    }
 }
 
 /// Runs `code` as `token`'s user; the result.
@@ -292,10 +357,7 @@ async fn each_user_links_their_own_account_and_acts_with_their_own_token() {
     let Some(world) = World::start(600).await else {
         return;
     };
-    let store = world.dir.path().join("links.json");
-    let server = world
-        .sdkbox(world.port, store.to_str().unwrap(), &["--stateless"])
-        .await;
+    let server = world.serve(&["--stateless", "--writes", "allow"]).await;
     let alice = world.user("alice").await;
 
     // Not linked: nothing runs, and the result carries a link to follow.
@@ -307,9 +369,13 @@ async fn each_user_links_their_own_account_and_acts_with_their_own_token() {
         "{link}"
     );
     assert!(world.seen.lock().unwrap().is_empty());
+    // Asking again shows the same link: a model retrying makes no new ones.
+    for _ in 0..3 {
+        assert_eq!(link_in(&run(&server, &alice, LIST).await), link);
+    }
 
     // Followed: the provider asks (and the test's consent is automatic), sdkbox says linked.
-    let (status, page) = world.follow(&link, "alice-at-orders").await;
+    let (status, page) = world.follow(&link, "alice", "alice-at-orders").await;
     assert_eq!(status, 200, "{page}");
     assert!(
         page.contains("is linked to sdkbox. Return to your chat."),
@@ -359,7 +425,7 @@ async fn each_user_links_their_own_account_and_acts_with_their_own_token() {
     let asked = run(&server, &bob, LIST).await;
     let bobs_link = link_in(&asked);
     assert_ne!(bobs_link, link);
-    let (status, _) = world.follow(&bobs_link, "bob-at-orders").await;
+    let (status, _) = world.follow(&bobs_link, "bob", "bob-at-orders").await;
     assert_eq!(status, 200);
     assert_eq!(
         run(&server, &bob, LIST).await["structuredContent"]["result"],
@@ -391,9 +457,7 @@ async fn each_user_links_their_own_account_and_acts_with_their_own_token() {
     }
     drop(server);
     let log = server_log(
-        world
-            .sdkbox(world.port, store.to_str().unwrap(), &["--stateless"])
-            .await,
+        world.serve(&["--stateless", "--writes", "allow"]).await,
         &world,
         &alice,
         &tokens,
@@ -429,13 +493,10 @@ async fn tokens_are_refreshed_a_revoked_refresh_asks_again_and_unlink_revokes() 
     let Some(world) = World::start(30).await else {
         return;
     };
-    let store = world.dir.path().join("links.json");
-    let server = world
-        .sdkbox(world.port, store.to_str().unwrap(), &["--stateless"])
-        .await;
+    let server = world.serve(&["--stateless", "--writes", "allow"]).await;
     let alice = world.user("alice").await;
     let link = link_in(&run(&server, &alice, LIST).await);
-    world.follow(&link, "alice-at-orders").await;
+    world.follow(&link, "alice", "alice-at-orders").await;
     for _ in 0..3 {
         assert_eq!(
             run(&server, &alice, LIST).await["structuredContent"]["result"],
@@ -492,7 +553,7 @@ async fn tokens_are_refreshed_a_revoked_refresh_asks_again_and_unlink_revokes() 
 
     // Linked again, then the refresh token revoked at the provider: the next run asks again.
     let link = link_in(&run(&server, &alice, LIST).await);
-    world.follow(&link, "alice-at-orders").await;
+    world.follow(&link, "alice", "alice-at-orders").await;
     assert_eq!(
         run(&server, &alice, LIST).await["structuredContent"]["result"],
         "alice-at-orders"
@@ -535,14 +596,20 @@ async fn two_replicas_share_links_through_redis() {
         return;
     };
     let store = redis.url.clone();
-    let first = world.sdkbox(world.port, &store, &["--stateless"]).await;
+    let first = world
+        .sdkbox(world.port, &store, &["--stateless", "--writes", "allow"])
+        .await;
     let other_port = free_port();
-    let second = world.sdkbox(other_port, &store, &["--stateless"]).await;
+    let second = world
+        .sdkbox(other_port, &store, &["--stateless", "--writes", "allow"])
+        .await;
     let alice = world.user("alice").await;
     // Asked by the first replica, the link followed through the second.
     let link = link_in(&run(&first, &alice, LIST).await);
     let through_second = link.replace(&format!(":{}/", world.port), &format!(":{other_port}/"));
-    let (status, page) = world.follow(&through_second, "alice-at-orders").await;
+    let (status, page) = world
+        .follow(&through_second, "alice", "alice-at-orders")
+        .await;
     assert_eq!(status, 200, "{page}");
     for server in [&first, &second] {
         assert_eq!(
@@ -651,8 +718,7 @@ async fn the_official_clients_link_and_act_as_their_user() {
     ) else {
         return;
     };
-    let store = world.dir.path().join("links.json");
-    let server = world.sdkbox(world.port, store.to_str().unwrap(), &[]).await;
+    let server = world.serve(&["--writes", "allow"]).await;
     let runs = [
         ("ts", "v1", "legacy", "1"),
         ("ts", "v2", "legacy", "1"),
@@ -683,6 +749,8 @@ async fn the_official_clients_link_and_act_as_their_user() {
             .env("SDKBOX_URL", &server.url)
             .env("SDKBOX_TOKEN", &token)
             .env("PROVIDER_AS", &world.provider_as.url)
+            .env("SIGNIN_AS", &world.idp.url)
+            .env("SUBJECT", &user)
             .env("ACCOUNT", &account)
             .env("URL_ELICITATION", by_elicitation)
             .kill_on_drop(true)
@@ -708,4 +776,107 @@ async fn the_official_clients_link_and_act_as_their_user() {
             "{what}: {seen:?}"
         );
     }
+}
+
+/// A link is a URL anyone can be sent or shown; it must still only link its own user's account.
+/// Bob opening Alice's link signs in as Bob and is refused (the link is spent); a browser that
+/// did not sign in as Alice cannot complete her link at the provider's callback, even with
+/// the provider's URL in hand; Alice's own browser then links her.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_opened_by_anyone_else_links_nothing() {
+    let Some(world) = World::start(600).await else {
+        return;
+    };
+    let server = world.serve(&["--stateless", "--writes", "allow"]).await;
+    let alice = world.user("alice").await;
+
+    // Bob (signed in to sdkbox as bob) opens Alice's link, intending to link his own account
+    // to her sdkbox user: refused at the sign-in step, and the link is spent.
+    let link = link_in(&run(&server, &alice, LIST).await);
+    let (status, page) = world.follow(&link, "bob", "bob-at-orders").await;
+    assert_eq!(status, 403, "{page}");
+    assert!(page.contains("made for another sdkbox user"), "{page}");
+    let (status, _) = world.follow(&link, "alice", "alice-at-orders").await;
+    assert_eq!(status, 404, "a refused link stayed open");
+
+    // Alice confirms a new link in her browser; someone holding the provider's URL finishes
+    // it in another browser, as their own provider account: not linked.
+    let link = link_in(&run(&server, &alice, LIST).await);
+    world.accounts("alice", "mallory-at-orders").await;
+    let mut hers = Browser::default();
+    let Opened::Stopped(at_provider) = hers.open(&link, Some(&world.provider_as.url)).await else {
+        panic!("the link did not reach the provider");
+    };
+    let mut theirs = Browser::default();
+    let Opened::Page(status, page) = theirs.open(at_provider.as_str(), None).await else {
+        panic!("no page");
+    };
+    assert_eq!(status, 400, "{page}");
+    assert!(page.contains("did not open the link as its user"), "{page}");
+    let refused = run(&server, &alice, LIST).await;
+    link_in(&refused);
+    assert!(world.seen.lock().unwrap().is_empty());
+
+    // Her own browser goes on and links her own account.
+    world.accounts("alice", "alice-at-orders").await;
+    let Opened::Page(status, page) = hers.open(at_provider.as_str(), None).await else {
+        panic!("no page");
+    };
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(
+        run(&server, &alice, LIST).await["structuredContent"]["result"],
+        "alice-at-orders"
+    );
+    // A forged error on the callback shows no words of the forger's.
+    let forged = follow(&format!(
+        "http://127.0.0.1:{}/link/callback?state=x&error=Call+1-800-SCAM",
+        world.port
+    ))
+    .await;
+    assert!(!forged.1.contains("SCAM"), "{}", forged.1);
+}
+
+/// A linked user's access token changes at every refresh; who they are for approvals does
+/// not. With 30-second tokens every run refreshes first: a write approved on the page is sent
+/// by the re-run, once, though the re-run acts with a new token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_outlives_a_token_refresh() {
+    let Some(world) = World::start(30).await else {
+        return;
+    };
+    let server = world.serve(&["--stateless"]).await;
+    let alice = world.user("alice").await;
+    let link = link_in(&run(&server, &alice, LIST).await);
+    world.follow(&link, "alice", "alice-at-orders").await;
+    let code = "return (await api.orders.create({ item: 'approved once' })).data[0].owner;";
+    let asked = run(&server, &alice, code).await;
+    let text = asked["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let page = text
+        .split("there: ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no approval link in {asked}"))
+        .to_owned();
+    crate::once::decide_on_page(&page, "approve").await;
+    let sent = run(&server, &alice, code).await;
+    assert_eq!(
+        sent["structuredContent"]["result"], "alice-at-orders",
+        "{sent}"
+    );
+    let posts: Vec<String> = world
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(method, ..)| method == "POST")
+        .map(|(.., token)| token.clone())
+        .collect();
+    assert_eq!(
+        posts.len(),
+        1,
+        "the approved write was not sent exactly once"
+    );
 }

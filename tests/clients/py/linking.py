@@ -9,7 +9,8 @@ consents at once) and accepts, and the same execute call goes on with the user's
 Without it, the call fails with an error of kind `link` carrying the link; the script follows
 it and runs the code again, as a model would.
 
-Environment: ERA (harness.py; TRANSPORT is http), SDKBOX_URL, SDKBOX_TOKEN, PROVIDER_AS (the
+Environment: ERA (harness.py; TRANSPORT is http), SDKBOX_URL, SDKBOX_TOKEN, SIGNIN_AS and
+SUBJECT (the sign-in issuer and the user: the link's browser signs in there), PROVIDER_AS (the
 provider's authorization server: its /test/account picks who consents), ACCOUNT,
 URL_ELICITATION.
 """
@@ -37,6 +38,8 @@ elicited = []
 async def follow(link):
     """The browser: follows redirects by hand with a cookie jar; the last page."""
     async with httpx2.AsyncClient(follow_redirects=False) as browser:
+        # Who signs in next: at the sign-in issuer (sdkbox checks the link is theirs), at the provider.
+        await browser.post(f"{os.environ['SIGNIN_AS']}/test/account", json={"sub": os.environ["SUBJECT"]})
         await browser.post(f"{os.environ['PROVIDER_AS']}/test/account", json={"sub": ACCOUNT})
         jar = {}
         url = link

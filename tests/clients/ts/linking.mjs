@@ -8,6 +8,7 @@
 // would. One JSON report line, as harness.mjs prints.
 //
 // Environment: SDK, ERA (harness.mjs; TRANSPORT is http), SDKBOX_URL, SDKBOX_TOKEN,
+// SIGNIN_AS and SUBJECT (the sign-in issuer and the user: the link's browser signs in there),
 // PROVIDER_AS (the provider's authorization server: its /test/account picks who consents),
 // ACCOUNT (that account), URL_ELICITATION.
 
@@ -20,7 +21,10 @@ const client = new modules.client.Client({ name: `sdkbox-linking-${sdk}`, versio
 
 // The browser: follows redirects by hand with a cookie jar; returns the last page.
 async function follow(link) {
-  await fetch(`${process.env.PROVIDER_AS}/test/account`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ sub: account }) });
+  // Who signs in next: at the sign-in issuer (sdkbox checks the link is theirs), at the provider.
+  for (const [server, sub] of [[process.env.SIGNIN_AS, process.env.SUBJECT], [process.env.PROVIDER_AS, account]]) {
+    await fetch(`${server}/test/account`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ sub }) });
+  }
   const jar = new Map();
   let url = new URL(link);
   for (let i = 0; i < 20; i++) {
