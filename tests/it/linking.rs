@@ -357,7 +357,11 @@ async fn each_user_links_their_own_account_and_acts_with_their_own_token() {
     let Some(world) = World::start(600).await else {
         return;
     };
-    let server = world.serve(&["--stateless", "--writes", "allow"]).await;
+    let audit = world.dir.path().join("audit.jsonl");
+    let audit_arg = audit.to_str().unwrap();
+    let server = world
+        .serve(&["--stateless", "--writes", "allow", "--audit-log", audit_arg])
+        .await;
     let alice = world.user("alice").await;
 
     // Not linked: nothing runs, and the result carries a link to follow.
@@ -448,10 +452,16 @@ async fn each_user_links_their_own_account_and_acts_with_their_own_token() {
     }
     let stored = world.stored();
     assert!(stored.contains("sdkbox:link:"), "{stored}");
+    let audited = std::fs::read_to_string(&audit).unwrap();
+    assert!(audited.contains("\"signed_in\""), "{audited}");
     for token in &tokens {
         assert!(
             !stored.contains(token.as_str()),
             "a token in the store in the clear"
+        );
+        assert!(
+            !audited.contains(token.as_str()),
+            "a token in the audit file"
         );
         assert!(!listed.to_string().contains(token.as_str()));
     }
