@@ -637,6 +637,19 @@ impl Linking {
         .await;
     }
 
+    /// The provider refused `user`'s access token (HTTP 401) before its time: it is treated
+    /// as expired, so the next run refreshes it first, or asks to link again when it cannot.
+    pub async fn distrust(&self, user: &str) -> Result<(), LinkError> {
+        let lock = self.user_lock(user);
+        let _one_at_a_time = lock.lock().await;
+        let key = self.key("link", user);
+        if let Some(mut tokens) = self.read(&key).await? {
+            tokens.expires_at = Some(0);
+            self.write(&key, &tokens).await?;
+        }
+        Ok(())
+    }
+
     /// Users whose links complete from now on, as they complete (in this process).
     pub fn completions(&self) -> tokio::sync::broadcast::Receiver<String> {
         self.linked.subscribe()

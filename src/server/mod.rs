@@ -272,6 +272,13 @@ impl SdkboxServer {
         if let Some(heartbeat) = heartbeat {
             heartbeat.abort();
         }
+        // A linked token the provider rejected is not used again as it is.
+        if let (Some(linking), Some(user)) = (&self.linking, &signed_in)
+            && outcome.http.iter().any(|call| call.status == Some(401))
+            && let Err(error) = linking.distrust(&user.user()).await
+        {
+            tracing::warn!("a rejected provider token could not be marked: {error}");
+        }
         let step_up = read_only
             .filter(|_| round.gate().refused_a_write())
             .map(|(sign_in, signed_in)| sign_in.write_challenge(signed_in));

@@ -890,3 +890,31 @@ async fn an_approval_outlives_a_token_refresh() {
         "the approved write was not sent exactly once"
     );
 }
+
+/// A linked token the provider rejects before its expiry (revoked there) is not used again:
+/// the run that met the 401 fails with it, and the next one refreshes or, as here where the
+/// whole grant was revoked, asks to link again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_the_provider_rejects_leads_to_a_refresh_or_a_new_link() {
+    let Some(world) = World::start(600).await else {
+        return;
+    };
+    let server = world.serve(&["--stateless", "--writes", "allow"]).await;
+    let alice = world.user("alice").await;
+    let link = link_in(&run(&server, &alice, LIST).await);
+    world.follow(&link, "alice", "alice-at-orders").await;
+    assert_eq!(
+        run(&server, &alice, LIST).await["structuredContent"]["result"],
+        "alice-at-orders"
+    );
+    revoke_all_refresh_tokens(&world).await;
+    let rejected = run(&server, &alice, LIST).await;
+    let message = rejected["structuredContent"]["error"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("HTTP 401") && message.contains("linked account"),
+        "{rejected}"
+    );
+    link_in(&run(&server, &alice, LIST).await);
+}
