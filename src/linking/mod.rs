@@ -79,8 +79,12 @@ struct Offer {
     user: String,
     /// The PKCE verifier of the provider's authorization (the sign-in one derives from it).
     verifier: String,
-    /// The digest of the cookie of the browser that signed in as `user`, once one has.
+    /// The digest of the cookie of the browser that signed in as `user`, once one has (for
+    /// an unlink, the browser that asked).
     browser: Option<String>,
+    /// An unlink asked for in a browser, whose user the sign-in tells.
+    #[serde(default)]
+    unlink: bool,
 }
 
 /// An OAuth server's two endpoints sdkbox uses as a client.
@@ -126,6 +130,8 @@ pub enum Access {
 pub enum Confirmed {
     /// To the provider, in a browser holding this cookie value.
     Provider(Url, String),
+    /// The user who signed in asked to unlink: whether there was a link.
+    Unlinked(bool),
     /// Nowhere: the page says why.
     Refused(String),
 }
@@ -377,6 +383,7 @@ impl Linking {
                         user: user.to_owned(),
                         verifier,
                         browser: None,
+                        unlink: false,
                     },
                 )
                 .await?;
@@ -429,6 +436,27 @@ impl Linking {
             .and_then(|plain| serde_json::from_slice(&plain).ok()))
     }
 
+    /// An unlink asked for in a browser: the sign-in URL it goes to (to tell whose link), and
+    /// the cookie value that binds it to that browser.
+    pub async fn unlink_in_browser(&self) -> Result<(Url, String), LinkError> {
+        let unavailable = || LinkError::Unavailable("no randomness".into());
+        let id = crate::approval::random_hex(24).ok_or_else(unavailable)?;
+        let verifier = crate::approval::random_hex(32).ok_or_else(unavailable)?;
+        let cookie = crate::approval::random_hex(32).ok_or_else(unavailable)?;
+        let intent = Offer {
+            user: String::new(),
+            verifier,
+            browser: Some(digest(&cookie)),
+            unlink: true,
+        };
+        self.put_offer(&id, &intent).await?;
+        let url = self
+            .start_url(&id)
+            .await?
+            .ok_or_else(|| LinkError::Unavailable("the store lost the unlink just made".into()))?;
+        Ok((url, cookie))
+    }
+
     /// Where opening the link `id` sends the browser first: the sign-in issuer, to prove it is
     /// the user the link was offered to; `None` when the link expired or was used.
     pub async fn start_url(&self, id: &str) -> Result<Option<Url>, LinkError> {
@@ -452,10 +480,12 @@ impl Linking {
     /// The sign-in issuer sent the link `id`'s browser back with `code`: it must have signed
     /// in as the user the link was offered to. If so, the browser is bound to the link by a
     /// cookie and goes on to the provider; if not, the link is spent.
-    pub async fn confirm(&self, id: &str, code: &str) -> Confirmed {
+    pub async fn confirm(&self, id: &str, code: &str, cookie: Option<&str>) -> Confirmed {
         let refused = |why: &str| Confirmed::Refused(why.to_owned());
         let offer = match self.offered(id).await {
-            Ok(Some(offer)) if offer.browser.is_none() => offer,
+            // An unlink is finished only in the browser that asked for it.
+            Ok(Some(offer)) if offer.unlink && offer.browser == cookie.map(digest) => offer,
+            Ok(Some(offer)) if !offer.unlink && offer.browser.is_none() => offer,
             Ok(_) => return refused("this link has expired or was already used"),
             Err(error) => return Confirmed::Refused(error.to_string()),
         };
@@ -484,6 +514,15 @@ impl Linking {
         let Some(signed_in) = signed_in else {
             return refused("the sign-in did not give a token sdkbox accepts");
         };
+        if offer.unlink {
+            if !matches!(self.offer_record(id, true).await, Ok(Some(_))) {
+                return refused("this unlink was already done");
+            }
+            return match self.unlink(&signed_in.user()).await {
+                Ok(was) => Confirmed::Unlinked(was),
+                Err(error) => Confirmed::Refused(error.to_string()),
+            };
+        }
         if signed_in.user() != offer.user {
             // Someone else opened it: it is spent, and its user asks for a new one.
             let _ = self.offer_record(id, true).await;
@@ -550,7 +589,9 @@ impl Linking {
         cookie: Option<&str>,
     ) -> Result<(), String> {
         let confirmed_here = match self.offered(state).await {
-            Ok(Some(offer)) => offer.browser.is_some() && offer.browser == cookie.map(digest),
+            Ok(Some(offer)) => {
+                !offer.unlink && offer.browser.is_some() && offer.browser == cookie.map(digest)
+            }
             Ok(None) => return Err("this link has expired or was already used".into()),
             Err(error) => return Err(error.to_string()),
         };

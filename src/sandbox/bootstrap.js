@@ -289,7 +289,7 @@
       // RFC 6750: the scope the provider wants, when it says so.
       const scope = /insufficient_scope/.test(challenge ?? "") ? /scope="([^"]*)"/.exec(challenge)?.[1] : undefined;
       if (status === 401) message += " (hint: the provider rejected the credentials: a wrong or missing API key in sdkbox's configuration, or an expired or revoked linked account)";
-      else if (status === 403 && scope) message += ` (hint: the provider token lacks the scope "${scope}". With a provider account linked through sdkbox, the user unlinks it (DELETE /link) and links again granting "${scope}"; else the API key lacks it)`;
+      else if (status === 403 && scope) message += ` (hint: the provider token lacks the scope "${scope}". With a provider account linked through sdkbox, the user unlinks it on sdkbox's /link page and links again granting "${scope}"; else the API key lacks it)`;
       else if (status === 403) message += " (hint: the API key lacks the permission or scope for this operation)";
       super(message);
       this.name = "ApiError";

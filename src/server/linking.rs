@@ -3,7 +3,8 @@
 //! user, binds it to the link with a cookie and sends it to the provider to authorize sdkbox;
 //! the provider sends it back to the callback (`/link/callback` unless configured), which, in
 //! that browser only, stores the tokens and says "linked, return to your chat".
-//! `DELETE /link` with the user's sign-in token unlinks them.
+//! `GET /link` is a page whose button (`POST /link/unlink`) signs the browser in the same way
+//! and unlinks that user; `DELETE /link` with the user's sign-in token unlinks them too.
 
 use std::sync::Arc;
 
@@ -11,7 +12,7 @@ use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::{delete, get};
+use axum::routing::{get, post};
 
 use crate::approval::page::escape;
 use crate::linking::{CONFIRM_PATH, Confirmed, Linking};
@@ -39,16 +40,21 @@ pub fn routes(linking: Arc<Linking>, sign_in: Arc<SignIn>, provider: &str) -> Ro
         .route("/link/start/{id}", get(start))
         .route(CONFIRM_PATH, get(confirm))
         .route(&callback, get(callback_page))
-        .route("/link", delete(unlink))
+        .route("/link", get(unlink_page).delete(unlink))
+        .route("/link/unlink", post(unlink_in_browser))
         .with_state(state)
 }
 
 /// A small page for the browser, never cached, never framed.
 fn page(status: StatusCode, title: &str, text: &str) -> Response {
+    html_page(status, title, &format!("<p>{}</p>", escape(text)))
+}
+
+/// A page of `title` (escaped here) over `inner`, HTML this module wrote.
+fn html_page(status: StatusCode, title: &str, inner: &str) -> Response {
     let body = format!(
-        "<!doctype html><meta charset=utf-8><meta name=viewport content=\"width=device-width\"><title>{title}</title><body style=\"font-family:system-ui;max-width:36em;margin:4em auto\"><h1>{title}</h1><p>{text}</p>",
+        "<!doctype html><meta charset=utf-8><meta name=viewport content=\"width=device-width\"><title>{title}</title><body style=\"font-family:system-ui;max-width:36em;margin:4em auto\"><h1>{title}</h1>{inner}",
         title = escape(title),
-        text = escape(text)
     );
     let mut response = (status, Html(body)).into_response();
     let headers = response.headers_mut();
@@ -114,7 +120,26 @@ struct Callback {
     error: Option<String>,
 }
 
-async fn confirm(State(state): State<Arc<Linked>>, Query(query): Query<Callback>) -> Response {
+/// The cookie that binds this browser to `value`'s link or unlink, for ten minutes.
+fn with_cookie(mut response: Response, state: &Linked, value: &str) -> Response {
+    let secure = if state.linking.settings().public_origin.scheme() == "https" {
+        "; Secure"
+    } else {
+        ""
+    };
+    let cookie =
+        format!("{COOKIE}={value}; Path=/link/; Max-Age=600; HttpOnly; SameSite=Lax{secure}");
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+async fn confirm(
+    State(state): State<Arc<Linked>>,
+    Query(query): Query<Callback>,
+    headers: HeaderMap,
+) -> Response {
     let (Some(id), Some(code)) = (query.state.as_deref(), query.code.as_deref()) else {
         return page(
             StatusCode::BAD_REQUEST,
@@ -122,26 +147,72 @@ async fn confirm(State(state): State<Arc<Linked>>, Query(query): Query<Callback>
             "Signing in did not finish. Run the tool again in your chat for a new link.",
         );
     };
-    match state.linking.confirm(id, code).await {
-        Confirmed::Provider(url, value) => {
-            let mut response = redirect(&url);
-            let secure = if state.linking.settings().public_origin.scheme() == "https" {
-                "; Secure"
-            } else {
-                ""
-            };
-            let cookie = format!(
-                "{COOKIE}={value}; Path=/link/; Max-Age=600; HttpOnly; SameSite=Lax{secure}"
-            );
-            if let Ok(value) = HeaderValue::from_str(&cookie) {
-                response.headers_mut().insert(header::SET_COOKIE, value);
-            }
-            response
-        }
+    let provider = &state.provider;
+    match state
+        .linking
+        .confirm(id, code, cookie(&headers).as_deref())
+        .await
+    {
+        Confirmed::Provider(url, value) => with_cookie(redirect(&url), &state, &value),
+        Confirmed::Unlinked(true) => page(
+            StatusCode::OK,
+            "Unlinked",
+            &format!(
+                "Your {provider} account is no longer linked to sdkbox, and its tokens were revoked. sdkbox asks you to link again the next time it needs it."
+            ),
+        ),
+        Confirmed::Unlinked(false) => page(
+            StatusCode::OK,
+            "Nothing to unlink",
+            &format!("No {provider} account was linked to your sdkbox user."),
+        ),
         Confirmed::Refused(why) => page(
             StatusCode::FORBIDDEN,
-            "Not linked",
-            &format!("Not linked: {why}."),
+            "Not done",
+            &format!("Not done: {why}."),
+        ),
+    }
+}
+
+/// `GET /link`: a page with one button, which unlinks whoever signs in after pressing it.
+async fn unlink_page(State(state): State<Arc<Linked>>) -> Response {
+    let provider = escape(&state.provider);
+    html_page(
+        StatusCode::OK,
+        &format!("Unlink your {} account", state.provider),
+        &format!(
+            "<p>sdkbox acts with the {provider} account you linked. Unlinking forgets it and revokes its tokens; you sign in first, so that only your own link goes.</p><form method=post action=/link/unlink><button>Sign in and unlink</button></form>"
+        ),
+    )
+}
+
+/// `POST /link/unlink`: from this origin's page only (a cross-site form cannot unlink anyone);
+/// the browser signs in, bound to this unlink by a cookie.
+async fn unlink_in_browser(State(state): State<Arc<Linked>>, headers: HeaderMap) -> Response {
+    let origin = state
+        .linking
+        .settings()
+        .public_origin
+        .origin()
+        .ascii_serialization();
+    let sent = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
+    if sent.is_some_and(|sent| sent != origin) {
+        return page(
+            StatusCode::FORBIDDEN,
+            "Not done",
+            "Unlinking starts from sdkbox's own /link page.",
+        );
+    }
+    match state.linking.unlink_in_browser().await {
+        Ok((url, value)) => {
+            let mut response = with_cookie(redirect(&url), &state, &value);
+            *response.status_mut() = StatusCode::SEE_OTHER;
+            response
+        }
+        Err(error) => page(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Try again",
+            &format!("sdkbox cannot unlink now ({error}). Try again in a moment."),
         ),
     }
 }

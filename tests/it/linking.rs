@@ -285,6 +285,16 @@ enum Opened {
 impl Browser {
     /// Opens `url` and follows its redirects, stopping before one that starts with `stop`.
     async fn open(&mut self, url: &str, stop: Option<&str>) -> Opened {
+        self.go(url, None, stop).await
+    }
+
+    /// Submits a form to `url` from a page of `origin`, and follows the redirects.
+    async fn submit(&mut self, url: &str, origin: &str) -> Opened {
+        self.go(url, Some(origin), None).await
+    }
+
+    /// Requests `url` (a form post from `posted_from`, else a GET) and follows redirects.
+    async fn go(&mut self, url: &str, mut posted_from: Option<&str>, stop: Option<&str>) -> Opened {
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
@@ -296,8 +306,11 @@ impl Browser {
                 .iter()
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect();
-            let response = client
-                .get(url.clone())
+            let request = match posted_from.take() {
+                Some(origin) => client.post(url.clone()).header("origin", origin),
+                None => client.get(url.clone()),
+            };
+            let response = request
                 .header("cookie", jar.join("; "))
                 .send()
                 .await
@@ -916,5 +929,80 @@ async fn a_token_the_provider_rejects_leads_to_a_refresh_or_a_new_link() {
         message.contains("HTTP 401") && message.contains("linked account"),
         "{rejected}"
     );
+    link_in(&run(&server, &alice, LIST).await);
+}
+
+/// The /link page unlinks whoever signs in after pressing its button, in that browser only;
+/// a form posted from another site unlinks no one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_link_page_unlinks_only_who_signs_in() {
+    let Some(world) = World::start(600).await else {
+        return;
+    };
+    let server = world.serve(&["--stateless", "--writes", "allow"]).await;
+    let alice = world.user("alice").await;
+    let link = link_in(&run(&server, &alice, LIST).await);
+    world.follow(&link, "alice", "alice-at-orders").await;
+    let origin = format!("http://127.0.0.1:{}", world.port);
+    let (status, page) = follow(&format!("{origin}/link")).await;
+    assert!(
+        status == 200 && page.contains("action=/link/unlink"),
+        "{page}"
+    );
+
+    // From another site: refused before anyone signs in.
+    let mut browser = Browser::default();
+    let Opened::Page(status, page) = browser
+        .submit(&format!("{origin}/link/unlink"), "https://evil.example")
+        .await
+    else {
+        panic!("no page");
+    };
+    assert_eq!(status, 403, "{page}");
+    // Started in one browser, finished in another (without its cookie): nothing happens.
+    world.accounts("alice", "alice-at-orders").await;
+    let Opened::Stopped(signin) = Browser::default()
+        .go(
+            &format!("{origin}/link/unlink"),
+            Some(&origin),
+            Some(&world.idp.url),
+        )
+        .await
+    else {
+        panic!("the unlink did not go to sign-in");
+    };
+    let (status, page) = follow(signin.as_str()).await;
+    assert_eq!(status, 403, "{page}");
+    assert_eq!(
+        run(&server, &alice, LIST).await["structuredContent"]["result"],
+        "alice-at-orders"
+    );
+
+    // Bob presses it: his (absent) link goes, not Alice's.
+    world.accounts("bob", "bob-at-orders").await;
+    let Opened::Page(status, page) = Browser::default()
+        .submit(&format!("{origin}/link/unlink"), &origin)
+        .await
+    else {
+        panic!("no page");
+    };
+    assert!(
+        status == 200 && page.contains("Nothing to unlink"),
+        "{page}"
+    );
+    assert_eq!(
+        run(&server, &alice, LIST).await["structuredContent"]["result"],
+        "alice-at-orders"
+    );
+
+    // Alice presses it: unlinked, and asked to link at her next run.
+    world.accounts("alice", "alice-at-orders").await;
+    let Opened::Page(status, page) = Browser::default()
+        .submit(&format!("{origin}/link/unlink"), &origin)
+        .await
+    else {
+        panic!("no page");
+    };
+    assert!(status == 200 && page.contains("no longer linked"), "{page}");
     link_in(&run(&server, &alice, LIST).await);
 }
