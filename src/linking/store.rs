@@ -36,6 +36,18 @@ impl Store {
                 let manager = redis::aio::ConnectionManager::new_with_config(client, config)
                     .await
                     .map_err(|e| StoreError(format!("cannot reach {}: {e}", redacted(url))))?;
+                // Taking a record is GETDEL (Redis 6.2): fail at start, not at the first link.
+                let mut probe = manager.clone();
+                redis::cmd("GETDEL")
+                    .arg("sdkbox:probe")
+                    .query_async::<Option<String>>(&mut probe)
+                    .await
+                    .map_err(|e| {
+                        StoreError(format!(
+                            "{} cannot take records ({e}): the link store needs Redis 6.2 or later",
+                            redacted(url)
+                        ))
+                    })?;
                 Ok(Self::Redis(manager))
             }
         }
