@@ -52,8 +52,9 @@ const OFFER_REUSE: Duration = Duration::from_secs(480);
 /// outlive it.
 const REFRESH_MARGIN_S: u64 = 120;
 
-/// How long a replica holds its claim to refresh a user's token.
-const REFRESH_CLAIM: Duration = Duration::from_secs(15);
+/// How long a replica holds its claim on a user's link (a refresh: the token request's 10 s
+/// and the store's answers, with room).
+const REFRESH_CLAIM: Duration = Duration::from_secs(30);
 
 /// Why linking cannot start or answer.
 #[derive(Debug, thiserror::Error)]
@@ -128,8 +129,8 @@ pub enum Access {
 
 /// How a followed link goes on.
 pub enum Confirmed {
-    /// To the provider, in a browser holding this cookie value.
-    Provider(Url, String),
+    /// To the provider (the browser is bound to the link by its cookie).
+    Provider(Url),
     /// The user who signed in asked to unlink: whether there was a link.
     Unlinked(bool),
     /// Nowhere: the page says why.
@@ -258,6 +259,28 @@ impl Linking {
         let mut locks = self.users.lock().unwrap_or_else(|p| p.into_inner());
         locks.retain(|_, lock| Arc::strong_count(lock) > 1);
         locks.entry(user.to_owned()).or_default().clone()
+    }
+
+    /// Claims `user`'s link across replicas, waiting up to 10 s for another's claim to end;
+    /// the claim's value, for [`Self::release_user`].
+    async fn claim_user(&self, user: &str) -> Result<String, LinkError> {
+        let claim = crate::approval::random_hex(16)
+            .ok_or_else(|| LinkError::Unavailable("no randomness".into()))?;
+        let key = self.key("refresh", user);
+        for _ in 0..40 {
+            if self.store.claim(&key, &claim, REFRESH_CLAIM).await? {
+                return Ok(claim);
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        Err(LinkError::Unavailable(
+            "another replica has held this user's link for 10 s".into(),
+        ))
+    }
+
+    /// Releases a claim [`Self::claim_user`] took.
+    async fn release_user(&self, user: &str, claim: &str) {
+        let _ = self.store.release(&self.key("refresh", user), claim).await;
     }
 
     /// The access token `user` acts with, refreshed first when it is about to expire.
@@ -451,15 +474,17 @@ impl Linking {
         };
         self.put_offer(&id, &intent).await?;
         let url = self
-            .start_url(&id)
+            .start_url(&id, &cookie)
             .await?
             .ok_or_else(|| LinkError::Unavailable("the store lost the unlink just made".into()))?;
         Ok((url, cookie))
     }
 
-    /// Where opening the link `id` sends the browser first: the sign-in issuer, to prove it is
-    /// the user the link was offered to; `None` when the link expired or was used.
-    pub async fn start_url(&self, id: &str) -> Result<Option<Url>, LinkError> {
+    /// Where opening the link `id` in the browser holding `cookie` sends it first: the sign-in
+    /// issuer, to prove it is the user the link was offered to. The sign-in's PKCE verifier
+    /// derives from the cookie, so its code is good only in this browser. `None` when the link
+    /// expired or was used.
+    pub async fn start_url(&self, id: &str, cookie: &str) -> Result<Option<Url>, LinkError> {
         let Some(offer) = self.offered(id).await? else {
             return Ok(None);
         };
@@ -472,19 +497,29 @@ impl Linking {
             .append_pair("state", id)
             .append_pair("scope", &signin.scopes.read)
             .append_pair("resource", signin.public_url.as_str())
-            .append_pair("code_challenge", &challenge(&confirm_verifier(&offer)))
+            .append_pair(
+                "code_challenge",
+                &challenge(&confirm_verifier(&offer, cookie)),
+            )
             .append_pair("code_challenge_method", "S256");
         Ok(Some(url))
     }
 
-    /// The sign-in issuer sent the link `id`'s browser back with `code`: it must have signed
-    /// in as the user the link was offered to. If so, the browser is bound to the link by a
-    /// cookie and goes on to the provider; if not, the link is spent.
+    /// The sign-in issuer sent the link `id`'s browser back with `code`: the browser must be
+    /// the one that opened the link (its `cookie`: a code sent on to another browser does not
+    /// exchange), signed in as the user the link was offered to. If so, the link is bound to
+    /// that browser and it goes on to the provider; if not, the link is spent.
     pub async fn confirm(&self, id: &str, code: &str, cookie: Option<&str>) -> Confirmed {
         let refused = |why: &str| Confirmed::Refused(why.to_owned());
+        let Some(cookie) = cookie else {
+            return refused(
+                "this browser did not open the link: open the link and sign in in the same browser",
+            );
+        };
+        let bound_to = Some(cookie);
         let offer = match self.offered(id).await {
             // An unlink is finished only in the browser that asked for it.
-            Ok(Some(offer)) if offer.unlink && offer.browser == cookie.map(digest) => offer,
+            Ok(Some(offer)) if offer.unlink && offer.browser == bound_to.map(digest) => offer,
             Ok(Some(offer)) if !offer.unlink && offer.browser.is_none() => offer,
             Ok(_) => return refused("this link has expired or was already used"),
             Err(error) => return Confirmed::Refused(error.to_string()),
@@ -493,7 +528,7 @@ impl Linking {
             ("grant_type", "authorization_code"),
             ("code", code),
             ("redirect_uri", self.settings.confirm_uri.as_str()),
-            ("code_verifier", &confirm_verifier(&offer)),
+            ("code_verifier", &confirm_verifier(&offer, cookie)),
             ("resource", self.sign_in.settings().public_url.as_str()),
         ];
         let signed_in = match tokens::request(
@@ -509,7 +544,11 @@ impl Linking {
                 let header = format!("Bearer {}", tokens.access_token);
                 self.sign_in.check(Some(&header)).await.ok()
             }
-            Err(error) => return Confirmed::Refused(format!("signing in failed: {error}")),
+            Err(error) => {
+                return Confirmed::Refused(format!(
+                    "the sign-in issuer did not confirm who you are ({error}); open the link again from your chat, in one browser"
+                ));
+            }
         };
         let Some(signed_in) = signed_in else {
             return refused("the sign-in did not give a token sdkbox accepts");
@@ -531,17 +570,14 @@ impl Linking {
                 "this link was made for another sdkbox user: sign in as the user who asked for it, from a new link",
             );
         }
-        let Some(cookie) = crate::approval::random_hex(32) else {
-            return refused("no randomness");
-        };
         let bound = Offer {
-            browser: Some(digest(&cookie)),
+            browser: bound_to.map(digest),
             ..offer
         };
         if let Err(error) = self.put_offer(id, &bound).await {
             return Confirmed::Refused(error.to_string());
         }
-        Confirmed::Provider(self.provider_url(id, &bound), cookie)
+        Confirmed::Provider(self.provider_url(id, &bound))
     }
 
     /// The provider's authorization URL for the link `id`.
@@ -623,9 +659,15 @@ impl Linking {
         .map_err(|e| e.to_string())?;
         let lock = self.user_lock(&offer.user);
         let _one_at_a_time = lock.lock().await;
+        let claim = self
+            .claim_user(&offer.user)
+            .await
+            .map_err(|e| e.to_string())?;
         let key = self.key("link", &offer.user);
         let earlier = self.read(&key).await.ok().flatten();
-        self.write(&key, &tokens).await.map_err(|e| e.to_string())?;
+        let written = self.write(&key, &tokens).await;
+        self.release_user(&offer.user, &claim).await;
+        written.map_err(|e| e.to_string())?;
         let _ = self.store.delete(&self.key("offered", &offer.user)).await;
         if let Some(earlier) = earlier {
             self.revoke(&earlier).await;
@@ -639,6 +681,18 @@ impl Linking {
     pub async fn unlink(&self, user: &str) -> Result<bool, LinkError> {
         let lock = self.user_lock(user);
         let _one_at_a_time = lock.lock().await;
+        let claim = self.claim_user(user).await?;
+        let forgotten = self.forget(user).await;
+        self.release_user(user, &claim).await;
+        let Some(tokens) = forgotten? else {
+            return Ok(false);
+        };
+        self.revoke(&tokens).await;
+        Ok(true)
+    }
+
+    /// Removes `user`'s link and open offer; the tokens it held.
+    async fn forget(&self, user: &str) -> Result<Option<Tokens>, LinkError> {
         let pointer = self.key("offered", user);
         if let Some(sealed) = self.store.take(&pointer).await?
             && let Some(id) = self
@@ -652,11 +706,7 @@ impl Linking {
         let key = self.key("link", user);
         let tokens = self.read(&key).await?;
         self.store.delete(&key).await?;
-        let Some(tokens) = tokens else {
-            return Ok(false);
-        };
-        self.revoke(&tokens).await;
-        Ok(true)
+        Ok(tokens)
     }
 
     /// Revokes `tokens` at the provider, when it has a revocation endpoint.
@@ -683,12 +733,19 @@ impl Linking {
     pub async fn distrust(&self, user: &str) -> Result<(), LinkError> {
         let lock = self.user_lock(user);
         let _one_at_a_time = lock.lock().await;
+        let claim = self.claim_user(user).await?;
         let key = self.key("link", user);
-        if let Some(mut tokens) = self.read(&key).await? {
-            tokens.expires_at = Some(0);
-            self.write(&key, &tokens).await?;
-        }
-        Ok(())
+        let marked = match self.read(&key).await {
+            // Without a refresh token, a link is not given up on one 401.
+            Ok(Some(mut tokens)) if tokens.refresh_token.is_some() => {
+                tokens.expires_at = Some(0);
+                self.write(&key, &tokens).await
+            }
+            Ok(_) => Ok(()),
+            Err(error) => Err(error),
+        };
+        self.release_user(user, &claim).await;
+        marked
     }
 
     /// Users whose links complete from now on, as they complete (in this process).
@@ -697,8 +754,8 @@ impl Linking {
     }
 }
 
-/// The PKCE verifier of a link's sign-in step, derived from the provider step's, so the offer
-/// holds one secret.
-fn confirm_verifier(offer: &Offer) -> String {
-    digest(&format!("sign-in\n{}", offer.verifier))
+/// The PKCE verifier of a link's sign-in step: the provider step's and the cookie of the
+/// browser that opened the link, so that only that browser can exchange the code.
+fn confirm_verifier(offer: &Offer, cookie: &str) -> String {
+    digest(&format!("sign-in\n{}\n{cookie}", offer.verifier))
 }

@@ -35,10 +35,10 @@ impl std::fmt::Debug for Tokens {
 pub enum TokenError {
     /// The provider refused the grant (RFC 6749 §5.2: `invalid_grant` and the like): the
     /// user must link again.
-    #[error("the provider refused: {0}")]
+    #[error("the authorization server refused the grant: {0}")]
     Refused(String),
     /// The provider did not answer usably; trying again later may work.
-    #[error("the provider's token endpoint: {0}")]
+    #[error("the authorization server's token endpoint: {0}")]
     Unreachable(String),
 }
 
@@ -84,7 +84,7 @@ pub async fn request(
             TokenError::Refused(said)
         } else if matches!(error.as_str(), "invalid_client" | "unauthorized_client") {
             TokenError::Unreachable(format!(
-                "{said}: the provider refused sdkbox's client; check [provider_oauth] client_id and its secret"
+                "{said}: it refused sdkbox's client; check the client id and secret in [provider_oauth] (client_id for the provider, confirm_client_id for the sign-in issuer)"
             ))
         } else {
             TokenError::Unreachable(said)

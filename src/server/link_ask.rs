@@ -11,7 +11,7 @@ use rmcp::service::RequestContext;
 
 use super::{SdkboxServer, tools};
 use crate::egress::{AuthScheme, Egress};
-use crate::linking::{Access, LINK_TTL, Linking};
+use crate::linking::{Access, Linking};
 use crate::sandbox::{ErrorKind, ExecError};
 use crate::signin::SignedIn;
 
@@ -30,6 +30,15 @@ impl SdkboxServer {
         user: &SignedIn,
         context: &RequestContext<RoleServer>,
     ) -> Result<Egress, CallToolResult> {
+        if user.is_machine() {
+            return Err(self.refusal(ExecError::new(
+                ErrorKind::Link,
+                format!(
+                    "Nothing ran: this server acts with each person's own {} account, which a machine client (a token without a subject) cannot link. Sign in as a person.",
+                    self.provider.name
+                ),
+            )));
+        }
         let who = user.user();
         let mut asked = false;
         loop {
@@ -57,11 +66,10 @@ impl SdkboxServer {
                         asked = true;
                         continue;
                     }
-                    let minutes = LINK_TTL.as_secs() / 60;
                     return Err(self.refusal(ExecError::new(
                         ErrorKind::Link,
                         format!(
-                            "Nothing ran: the user must first link their {} account to sdkbox. Show the user this link to open (valid {minutes} minutes, once): {url} . Once they have linked it, run the same code again.",
+                            "Nothing ran: the user must first link their {} account to sdkbox. Show the user this link to open in their browser (valid for a few minutes, once): {url} . Once they have linked it, run the same code again.",
                             self.provider.name
                         ),
                     )));

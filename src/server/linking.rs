@@ -25,8 +25,15 @@ struct Linked {
     provider: String,
 }
 
-/// The name of the cookie that binds a browser to the link it confirmed.
-const COOKIE: &str = "sdkbox_link";
+/// The name of the cookie that binds a browser to the link it opened: `__Host-` on https,
+/// so that no other host (a sibling subdomain) can plant one.
+fn cookie_name(state: &Linked) -> &'static str {
+    if state.linking.settings().public_origin.scheme() == "https" {
+        "__Host-sdkbox_link"
+    } else {
+        "sdkbox_link"
+    }
+}
 
 /// The linking routes.
 pub fn routes(linking: Arc<Linking>, sign_in: Arc<SignIn>, provider: &str) -> Router {
@@ -86,24 +93,37 @@ fn redirect(url: &url::Url) -> Response {
     response
 }
 
-/// The link cookie the request carries.
-fn cookie(headers: &HeaderMap) -> Option<String> {
-    headers
+/// The link cookie the request carries; none when it carries several (one was planted).
+fn cookie(state: &Linked, headers: &HeaderMap) -> Option<String> {
+    let name = cookie_name(state);
+    let mut found = headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
-        .map(|(_, value)| value.to_owned())
+        .filter(|(n, _)| *n == name)
+        .map(|(_, value)| value.to_owned());
+    let first = found.next();
+    if found.next().is_some() {
+        return None;
+    }
+    first
 }
 
 const EXPIRED: &str =
     "This link has expired or was already used. Run the tool again in your chat for a new one.";
 
 async fn start(State(state): State<Arc<Linked>>, Path(id): Path<String>) -> Response {
-    match state.linking.start_url(&id).await {
-        Ok(Some(url)) => redirect(&url),
+    let Some(value) = crate::approval::random_hex(32) else {
+        return page(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Try again",
+            "No randomness.",
+        );
+    };
+    match state.linking.start_url(&id, &value).await {
+        Ok(Some(url)) => with_cookie(redirect(&url), &state, &value),
         Ok(None) => page(StatusCode::NOT_FOUND, "Link expired", EXPIRED),
         Err(error) => page(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -127,8 +147,10 @@ fn with_cookie(mut response: Response, state: &Linked, value: &str) -> Response 
     } else {
         ""
     };
-    let cookie =
-        format!("{COOKIE}={value}; Path=/link/; Max-Age=600; HttpOnly; SameSite=Lax{secure}");
+    let cookie = format!(
+        "{}={value}; Path=/; Max-Age=600; HttpOnly; SameSite=Lax{secure}",
+        cookie_name(state)
+    );
     if let Ok(value) = HeaderValue::from_str(&cookie) {
         response.headers_mut().insert(header::SET_COOKIE, value);
     }
@@ -150,10 +172,10 @@ async fn confirm(
     let provider = &state.provider;
     match state
         .linking
-        .confirm(id, code, cookie(&headers).as_deref())
+        .confirm(id, code, cookie(&state, &headers).as_deref())
         .await
     {
-        Confirmed::Provider(url, value) => with_cookie(redirect(&url), &state, &value),
+        Confirmed::Provider(url) => redirect(&url),
         Confirmed::Unlinked(true) => page(
             StatusCode::OK,
             "Unlinked",
@@ -241,7 +263,7 @@ async fn callback_page(
             "The provider sent no state.",
         );
     };
-    let cookie = cookie(&headers);
+    let cookie = cookie(&state, &headers);
     if let Some(error) = &query.error {
         // The offer is spent (in the browser that confirmed it): a refusal is an answer.
         let _ = state.linking.withdraw(link, cookie.as_deref()).await;

@@ -116,6 +116,11 @@ impl SignedIn {
         json!({"iss": self.issuer, "sub": self.subject, "client": self.client}).to_string()
     }
 
+    /// Whether this is a machine client (a token naming no subject), not a person.
+    pub fn is_machine(&self) -> bool {
+        self.subject_is_client
+    }
+
     /// The person, whichever client they use: the issuer and the subject, as a JSON object.
     /// A linked provider account is theirs, across clients.
     pub fn user(&self) -> String {

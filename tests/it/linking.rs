@@ -822,6 +822,29 @@ async fn a_link_opened_by_anyone_else_links_nothing() {
     let (status, _) = world.follow(&link, "alice", "alice-at-orders").await;
     assert_eq!(status, 404, "a refused link stayed open");
 
+    // Mallory signs in on her own link and sends Alice the URL the sign-in issuer returned
+    // to (found by the second review): Alice's browser cannot exchange Mallory's code, so
+    // Alice's provider account is not linked to Mallory.
+    let mallory = world.user("mallory").await;
+    let hers = link_in(&run(&server, &mallory, LIST).await);
+    world.accounts("mallory", "mallory-at-orders").await;
+    let confirm = format!("http://127.0.0.1:{}/link/confirm", world.port);
+    let Opened::Stopped(forwarded) = Browser::default().open(&hers, Some(&confirm)).await else {
+        panic!("the link did not come back from the sign-in");
+    };
+    world.accounts("alice", "alice-at-orders").await;
+    // Alice's browser holds a link cookie of its own (she opened a link of hers before).
+    let mut alices = Browser::default();
+    let own = link_in(&run(&server, &alice, LIST).await);
+    let Opened::Stopped(_) = alices.open(&own, Some(&world.idp.url)).await else {
+        panic!("her link did not go to the sign-in");
+    };
+    let Opened::Page(status, page) = alices.open(forwarded.as_str(), None).await else {
+        panic!("no page");
+    };
+    assert_eq!(status, 403, "{page}");
+    link_in(&run(&server, &mallory, LIST).await);
+
     // Alice confirms a new link in her browser; someone holding the provider's URL finishes
     // it in another browser, as their own provider account: not linked.
     let link = link_in(&run(&server, &alice, LIST).await);
