@@ -288,64 +288,57 @@ impl Linking {
         let lock = self.user_lock(user);
         let _one_at_a_time = lock.lock().await;
         let key = self.key("link", user);
-        let claim_key = self.key("refresh", user);
-        for _ in 0..40 {
-            let Some(tokens) = self.read(&key).await? else {
-                return Ok(Access::Unlinked);
-            };
-            let fresh = tokens
-                .expires_at
-                .is_none_or(|at| at > tokens::now().saturating_add(REFRESH_MARGIN_S));
-            if fresh {
-                return Ok(Access::Token(tokens.access_token));
-            }
-            let Some(refresh) = tokens.refresh_token.clone() else {
-                self.store.delete(&key).await?;
-                return Ok(Access::Unlinked);
-            };
-            // Another replica may be refreshing this user's token: wait for its result.
-            let claim = crate::approval::random_hex(16)
-                .ok_or_else(|| LinkError::Unavailable("no randomness".into()))?;
-            if !self.store.claim(&claim_key, &claim, REFRESH_CLAIM).await? {
-                tokio::time::sleep(Duration::from_millis(250)).await;
-                continue;
-            }
-            let refreshed = tokens::request(
-                &self.client,
-                &self.settings.client,
-                &self.provider_endpoints.token,
-                &[("grant_type", "refresh_token"), ("refresh_token", &refresh)],
-                Some(&refresh),
-            )
-            .await;
-            let outcome = match refreshed {
-                Ok(tokens) => {
-                    // Written before the claim is released, so no replica refreshes with the
-                    // spent refresh token; this call acts with the new token even if the
-                    // write failed.
-                    if let Err(error) = self.write(&key, &tokens).await {
-                        tracing::warn!("a refreshed provider token could not be stored: {error}");
-                    }
-                    Ok(Access::Token(tokens.access_token))
-                }
-                Err(TokenError::Refused(why)) => {
-                    tracing::info!("a provider refresh was refused ({why}): the user links again");
-                    self.store
-                        .delete(&key)
-                        .await
-                        .map(|()| Access::Unlinked)
-                        .map_err(Into::into)
-                }
-                Err(error @ TokenError::Unreachable(_)) => {
-                    Err(LinkError::Unavailable(error.to_string()))
-                }
-            };
-            let _ = self.store.release(&claim_key, &claim).await;
-            return outcome;
+        if let Some(tokens) = self.read(&key).await?
+            && fresh(&tokens)
+        {
+            return Ok(Access::Token(tokens.access_token));
         }
-        Err(LinkError::Unavailable(
-            "another replica has been refreshing this user's token for 10 s".into(),
-        ))
+        // Claimed, the record is read again: another replica may have refreshed it meanwhile.
+        let claim = self.claim_user(user).await?;
+        let outcome = self.refresh(&key).await;
+        self.release_user(user, &claim).await;
+        outcome
+    }
+
+    /// The link under `key`, refreshed unless it is fresh; the caller holds the user's claim.
+    async fn refresh(&self, key: &str) -> Result<Access, LinkError> {
+        let Some(tokens) = self.read(key).await? else {
+            return Ok(Access::Unlinked);
+        };
+        if fresh(&tokens) {
+            return Ok(Access::Token(tokens.access_token));
+        }
+        let Some(refresh) = tokens.refresh_token else {
+            self.store.delete(key).await?;
+            return Ok(Access::Unlinked);
+        };
+        let refreshed = tokens::request(
+            &self.client,
+            &self.settings.client,
+            &self.provider_endpoints.token,
+            &[("grant_type", "refresh_token"), ("refresh_token", &refresh)],
+            Some(&refresh),
+        )
+        .await;
+        match refreshed {
+            Ok(tokens) => {
+                // Written before the claim is released, so no replica refreshes with the
+                // spent refresh token; this call acts with the new token even if the write
+                // failed.
+                if let Err(error) = self.write(key, &tokens).await {
+                    tracing::warn!("a refreshed provider token could not be stored: {error}");
+                }
+                Ok(Access::Token(tokens.access_token))
+            }
+            Err(TokenError::Refused(why)) => {
+                tracing::info!("a provider refresh was refused ({why}): the user links again");
+                self.store.delete(key).await?;
+                Ok(Access::Unlinked)
+            }
+            Err(error @ TokenError::Unreachable(_)) => {
+                Err(LinkError::Unavailable(error.to_string()))
+            }
+        }
     }
 
     async fn read(&self, key: &str) -> Result<Option<Tokens>, LinkError> {
@@ -752,6 +745,13 @@ impl Linking {
     pub fn completions(&self) -> tokio::sync::broadcast::Receiver<String> {
         self.linked.subscribe()
     }
+}
+
+/// Whether `tokens` can be used as they are: no stated expiry, or not within the margin.
+fn fresh(tokens: &Tokens) -> bool {
+    tokens
+        .expires_at
+        .is_none_or(|at| at > tokens::now().saturating_add(REFRESH_MARGIN_S))
 }
 
 /// The PKCE verifier of a link's sign-in step: the provider step's and the cookie of the

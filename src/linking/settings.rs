@@ -4,6 +4,8 @@
 use serde::Deserialize;
 use url::Url;
 
+pub use crate::signin::fetch::{OAuthClient, TokenAuth};
+
 use super::LinkError;
 use super::seal::Sealer;
 
@@ -54,28 +56,6 @@ pub struct ProviderOAuthFile {
 
 /// The path, on the public origin, the sign-in issuer sends a link's browser back to.
 pub const CONFIRM_PATH: &str = "/link/confirm";
-
-/// An OAuth client sdkbox is: its id, its secret if confidential, how it authenticates.
-#[derive(Clone)]
-pub struct OAuthClient {
-    /// The client id.
-    pub id: String,
-    /// The secret, if it is a confidential client.
-    pub secret: Option<String>,
-    /// How it authenticates at token and revocation endpoints.
-    pub auth: TokenAuth,
-}
-
-/// Client authentication at the token endpoint (RFC 6749 §2.3.1).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TokenAuth {
-    /// HTTP Basic with the form-encoded id and secret (`client_secret_basic`).
-    #[default]
-    Basic,
-    /// The id and secret in the form (`client_secret_post`).
-    Post,
-}
 
 /// Where links are kept.
 #[derive(Debug, Clone, PartialEq, Eq)]

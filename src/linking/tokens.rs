@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-use super::settings::{OAuthClient, TokenAuth};
+use super::settings::OAuthClient;
 
 /// A linked account's tokens, as stored (sealed).
 #[derive(Clone, Serialize, Deserialize)]
@@ -57,8 +57,7 @@ pub async fn request(
     form: &[(&str, &str)],
     previous_refresh: Option<&str>,
 ) -> Result<Tokens, TokenError> {
-    let response = as_client(client, client_auth, endpoint, form)
-        .header(reqwest::header::ACCEPT, "application/json")
+    let response = crate::signin::fetch::form_post(client, client_auth, endpoint, form)
         .send()
         .await
         .map_err(|e| TokenError::Unreachable(e.to_string()))?;
@@ -119,59 +118,8 @@ pub async fn revoke(
     hint: &str,
 ) {
     let form = [("token", token), ("token_type_hint", hint)];
-    let request = as_client(client, client_auth, endpoint, &form);
+    let request = crate::signin::fetch::form_post(client, client_auth, endpoint, &form);
     if let Err(error) = request.send().await {
         tracing::warn!("revoking a provider token: {error}");
     }
-}
-
-/// A form POST of `form` to `endpoint`, authenticated as sdkbox's client.
-fn as_client(
-    client: &reqwest::Client,
-    client_auth: &OAuthClient,
-    endpoint: &Url,
-    form: &[(&str, &str)],
-) -> reqwest::RequestBuilder {
-    let body = with_client(client_auth, form);
-    let request = client
-        .post(endpoint.clone())
-        .header(
-            reqwest::header::CONTENT_TYPE,
-            "application/x-www-form-urlencoded",
-        )
-        .body(encoded(&body));
-    match (client_auth.auth, &client_auth.secret) {
-        (TokenAuth::Basic, Some(secret)) => {
-            request.basic_auth(form_encoded(&client_auth.id), Some(form_encoded(secret)))
-        }
-        _ => request,
-    }
-}
-
-/// `form` with the client's identity, as its authentication method wants it.
-fn with_client(client_auth: &OAuthClient, form: &[(&str, &str)]) -> Vec<(String, String)> {
-    let mut body: Vec<(String, String)> = form
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    let basic = client_auth.auth == TokenAuth::Basic && client_auth.secret.is_some();
-    if !basic {
-        body.push(("client_id".into(), client_auth.id.clone()));
-        if let Some(secret) = &client_auth.secret {
-            body.push(("client_secret".into(), secret.clone()));
-        }
-    }
-    body
-}
-
-/// `pairs` as an `application/x-www-form-urlencoded` body.
-fn encoded(pairs: &[(String, String)]) -> String {
-    url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(pairs)
-        .finish()
-}
-
-/// RFC 6749 §2.3.1: Basic credentials are form-encoded first.
-fn form_encoded(text: &str) -> String {
-    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }

@@ -9,7 +9,7 @@ use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, ElicitationAction};
 use rmcp::service::RequestContext;
 
-use super::{SdkboxServer, tools};
+use super::SdkboxServer;
 use crate::egress::{AuthScheme, Egress};
 use crate::linking::{Access, Linking};
 use crate::sandbox::{ErrorKind, ExecError};
@@ -31,7 +31,7 @@ impl SdkboxServer {
         context: &RequestContext<RoleServer>,
     ) -> Result<Egress, CallToolResult> {
         if user.is_machine() {
-            return Err(self.refusal(ExecError::new(
+            return Err(self.refused(&self.provider.egress, ExecError::new(
                 ErrorKind::Link,
                 format!(
                     "Nothing ran: this server acts with each person's own {} account, which a machine client (a token without a subject) cannot link. Sign in as a person.",
@@ -43,20 +43,29 @@ impl SdkboxServer {
         let mut asked = false;
         loop {
             let access = linking.access(&who).await.map_err(|e| {
-                self.refusal(ExecError::new(
-                    ErrorKind::Internal,
-                    format!("{e}; nothing ran. Try again in a moment."),
-                ))
+                self.refused(
+                    &self.provider.egress,
+                    ExecError::new(
+                        ErrorKind::Internal,
+                        format!("{e}; nothing ran. Try again in a moment."),
+                    ),
+                )
             })?;
             match access {
                 Access::Token(token) => {
-                    return self
-                        .keyed_egress(token, AuthScheme::Bearer)
-                        .map_err(|e| self.refusal(ExecError::new(ErrorKind::Internal, e.message)));
+                    return self.keyed_egress(token, AuthScheme::Bearer).map_err(|e| {
+                        self.refused(
+                            &self.provider.egress,
+                            ExecError::new(ErrorKind::Internal, e.message),
+                        )
+                    });
                 }
                 Access::Unlinked => {
                     let (url, id) = linking.offer(&who).await.map_err(|e| {
-                        self.refusal(ExecError::new(ErrorKind::Internal, e.to_string()))
+                        self.refused(
+                            &self.provider.egress,
+                            ExecError::new(ErrorKind::Internal, e.to_string()),
+                        )
                     })?;
                     if !asked
                         && self
@@ -66,7 +75,7 @@ impl SdkboxServer {
                         asked = true;
                         continue;
                     }
-                    return Err(self.refusal(ExecError::new(
+                    return Err(self.refused(&self.provider.egress, ExecError::new(
                         ErrorKind::Link,
                         format!(
                             "Nothing ran: the user must first link their {} account to sdkbox. Show the user this link to open in their browser (valid for a few minutes, once): {url} . Once they have linked it, run the same code again.",
@@ -130,12 +139,5 @@ impl SdkboxServer {
             done = waited => done.unwrap_or(false),
             _ = context.ct.cancelled() => false,
         }
-    }
-
-    /// A refused call's result, in the execute result's shape.
-    fn refusal(&self, error: ExecError) -> CallToolResult {
-        let max = self.provider.limits.max_output_bytes;
-        let outcome = crate::sandbox::stopped(error, self.provider.egress.scrubber(), max);
-        tools::execute_result(&outcome, max)
     }
 }

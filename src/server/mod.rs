@@ -208,12 +208,7 @@ impl SdkboxServer {
             Some(check) => match check.verdict(&input.code).await {
                 crate::typecheck::Verdict::Run(warnings) => warnings,
                 crate::typecheck::Verdict::Stop(error) => {
-                    let max = self.provider.limits.max_output_bytes;
-                    let outcome = crate::sandbox::stopped(error, egress.scrubber(), max);
-                    return Ok(CallToolResponse::Complete(tools::execute_result(
-                        &outcome,
-                        self.provider.limits.max_output_bytes,
-                    )));
+                    return Ok(CallToolResponse::Complete(self.refused(&egress, error)));
                 }
             },
         };
@@ -338,6 +333,14 @@ impl SdkboxServer {
             session.as_deref(),
             signed_in.map(SignedIn::who).as_deref(),
         )
+    }
+
+    /// The result of an execution stopped before it ran (the type check, a missing link), in
+    /// the execute result's shape: scrubbed with `egress`'s secrets and bounded like any.
+    fn refused(&self, egress: &Egress, error: crate::sandbox::ExecError) -> CallToolResult {
+        let max = self.provider.limits.max_output_bytes;
+        let outcome = crate::sandbox::stopped(error, egress.scrubber(), max);
+        tools::execute_result(&outcome, max)
     }
 
     /// The server's egress, or one with the key the client sent in the session-key header.

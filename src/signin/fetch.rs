@@ -71,3 +71,64 @@ pub(crate) async fn read_json(
         .map_err(|e| unreachable(e.to_string()))?;
     serde_json::from_slice(&body).map_err(|e| unreachable(format!("not JSON: {e}")))
 }
+
+/// An OAuth client sdkbox is: its id, its secret if confidential, how it authenticates.
+#[derive(Clone)]
+pub struct OAuthClient {
+    /// The client id.
+    pub id: String,
+    /// The secret, if it is a confidential client.
+    pub secret: Option<String>,
+    /// How it authenticates at token and revocation endpoints.
+    pub auth: TokenAuth,
+}
+
+/// Client authentication at the token endpoint (RFC 6749 §2.3.1).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TokenAuth {
+    /// HTTP Basic with the form-encoded id and secret (`client_secret_basic`).
+    #[default]
+    Basic,
+    /// The id and secret in the form (`client_secret_post`).
+    Post,
+}
+
+/// A form POST of `form` to `endpoint`, authenticated as `as_client` (RFC 6749 §2.3.1): the
+/// one way sdkbox speaks to token, revocation and introspection endpoints.
+pub(crate) fn form_post(
+    client: &Client,
+    as_client: &OAuthClient,
+    endpoint: &Url,
+    form: &[(&str, &str)],
+) -> reqwest::RequestBuilder {
+    let basic = as_client.auth == TokenAuth::Basic && as_client.secret.is_some();
+    let mut body = url::form_urlencoded::Serializer::new(String::new());
+    body.extend_pairs(form);
+    if !basic {
+        body.append_pair("client_id", &as_client.id);
+        if let Some(secret) = &as_client.secret {
+            body.append_pair("client_secret", secret);
+        }
+    }
+    let request = client
+        .post(endpoint.clone())
+        .header(reqwest::header::ACCEPT, "application/json")
+        .header(
+            reqwest::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
+        .body(body.finish());
+    match (basic, &as_client.secret) {
+        // Both form-encoded before Basic, so a `+` or `:` in them survives.
+        (true, Some(secret)) => {
+            request.basic_auth(form_encoded(&as_client.id), Some(form_encoded(secret)))
+        }
+        _ => request,
+    }
+}
+
+/// `text` form-encoded, as a client's id and secret are before HTTP Basic.
+fn form_encoded(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}

@@ -45,8 +45,7 @@ type Cached = (Instant, Result<SignedIn, Invalid>);
 pub(super) struct Introspection {
     client: Client,
     endpoint: Url,
-    client_id: String,
-    client_secret: String,
+    as_client: super::fetch::OAuthClient,
     accepted: Mutex<HashMap<[u8; 32], Cached>>,
     refused: Mutex<HashMap<[u8; 32], Cached>>,
     running: Semaphore,
@@ -60,8 +59,11 @@ impl Introspection {
         Self {
             client,
             endpoint,
-            client_id,
-            client_secret,
+            as_client: super::fetch::OAuthClient {
+                id: client_id,
+                secret: Some(client_secret),
+                auth: super::fetch::TokenAuth::Basic,
+            },
             accepted: Mutex::default(),
             refused: Mutex::default(),
             running: Semaphore::new(AT_ONCE),
@@ -87,25 +89,12 @@ impl Introspection {
         let Ok(Ok(_slot)) = tokio::time::timeout(QUEUE_WAIT, self.running.acquire()).await else {
             return Err(busy());
         };
-        let request = self
-            .client
-            .post(self.endpoint.clone())
-            // RFC 6749 §2.3.1: both form-encoded before Basic (a `+` or `:` in them survives).
-            .basic_auth(
-                form_encoded(&self.client_id),
-                Some(form_encoded(&self.client_secret)),
-            )
-            .header(reqwest::header::ACCEPT, "application/json")
-            .header(
-                reqwest::header::CONTENT_TYPE,
-                "application/x-www-form-urlencoded",
-            )
-            .body(
-                url::form_urlencoded::Serializer::new(String::new())
-                    .append_pair("token", token)
-                    .append_pair("token_type_hint", "access_token")
-                    .finish(),
-            );
+        let request = super::fetch::form_post(
+            &self.client,
+            &self.as_client,
+            &self.endpoint,
+            &[("token", token), ("token_type_hint", "access_token")],
+        );
         let answer = match read_json(request, &self.endpoint).await {
             Ok(answer) => answer,
             Err(error) => {
@@ -158,11 +147,6 @@ impl Introspection {
         }
         true
     }
-}
-
-/// `text` form-encoded, as a client's id and secret are before HTTP Basic.
-fn form_encoded(text: &str) -> String {
-    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
 /// What an introspection answer says, and how long it holds.

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use base64::Engine;
-use futures_util::StreamExt;
 use sha2::{Digest, Sha512};
 
 use super::Unchecked;
@@ -17,7 +16,7 @@ use super::Unchecked;
 pub const VERSION: &str = "7.0.2";
 
 /// The largest package accepted: the largest platform's is about 10 MB.
-const MAX_PACKAGE_BYTES: u64 = 64 * 1024 * 1024;
+const MAX_PACKAGE_BYTES: usize = 64 * 1024 * 1024;
 
 /// The most a package may unpack to: the compiler is 24 MB, its library files 4 MB.
 const MAX_UNPACKED_BYTES: u64 = 256 * 1024 * 1024;
@@ -174,18 +173,9 @@ pub async fn download(package: &Package, dir: &Path, registry: &str) -> Result<P
         .await
         .and_then(reqwest::Response::error_for_status)
         .map_err(|e| failed(e.to_string()))?;
-    let mut tarball = Vec::new();
-    let mut body = response.bytes_stream();
-    while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| failed(e.to_string()))?;
-        if (tarball.len() + chunk.len()) as u64 > MAX_PACKAGE_BYTES {
-            return Err(failed(format!(
-                "it is larger than {} MB: not used",
-                MAX_PACKAGE_BYTES / 1024 / 1024
-            )));
-        }
-        tarball.extend_from_slice(&chunk);
-    }
+    let tarball = crate::capped::capped_body(response, MAX_PACKAGE_BYTES)
+        .await
+        .map_err(|e| failed(format!("{e}: not used")))?;
     if Sha512::digest(&tarball).as_slice() != expected.as_slice() {
         return Err(failed(format!(
             "its digest is not the pinned {}: not used",

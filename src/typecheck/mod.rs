@@ -145,6 +145,16 @@ impl TypeCheck {
                 "not type-checked: the code is larger than the check takes".into(),
             ]);
         }
+        // Nothing is parsed for a check that cannot run yet.
+        let checker = match self.checker.get() {
+            Some(Ok(checker)) => checker,
+            Some(Err(_)) => return Verdict::Run(Vec::new()),
+            None => {
+                return Verdict::Run(vec![
+                    "not type-checked: the TypeScript compiler is still downloading".into(),
+                ]);
+            }
+        };
         let Some(depth) = crate::sandbox::nesting_depth(code) else {
             return Verdict::Run(Vec::new());
         };
@@ -163,15 +173,6 @@ impl TypeCheck {
         .await;
         let Ok(Some(document)) = built else {
             return Verdict::Run(vec!["not type-checked: the code could not be read".into()]);
-        };
-        let checker = match self.checker.get() {
-            Some(Ok(checker)) => checker,
-            Some(Err(_)) => return Verdict::Run(Vec::new()),
-            None => {
-                return Verdict::Run(vec![
-                    "not type-checked: the TypeScript compiler is still downloading".into(),
-                ]);
-            }
         };
         let diagnostics = match checker.diagnostics(&document.text).await {
             Ok(diagnostics) => diagnostics,

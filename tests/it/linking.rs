@@ -236,6 +236,16 @@ confirm_client_secret_env = "SIGNIN_CONFIRM_SECRET"
         }
     }
 
+    /// `token`'s user, signed in as `user`, asks for a link and follows it as `account`.
+    async fn link(&self, server: &Listening, token: &str, user: &str, account: &str) {
+        let link = link_in(&run(server, token, LIST).await);
+        let (status, page) = self.follow(&link, user, account).await;
+        assert!(
+            status == 200 && page.contains("is linked to sdkbox"),
+            "{page}"
+        );
+    }
+
     /// Who the next sign-in at each authorization server is.
     async fn accounts(&self, user: &str, account: &str) {
         self.idp.control("account", json!({"sub": user})).await;
@@ -481,7 +491,6 @@ async fn each_user_links_their_own_account_and_acts_with_their_own_token() {
     drop(server);
     let log = server_log(
         world.serve(&["--stateless", "--writes", "allow"]).await,
-        &world,
         &alice,
         &tokens,
     )
@@ -491,14 +500,13 @@ async fn each_user_links_their_own_account_and_acts_with_their_own_token() {
 
 /// Restarted on the same store, sdkbox still knows Alice's link; returns its log, checked
 /// for tokens.
-async fn server_log(server: Listening, world: &World, alice: &str, tokens: &[String]) -> String {
+async fn server_log(server: Listening, alice: &str, tokens: &[String]) -> String {
     assert_eq!(
         run(&server, alice, LIST).await["structuredContent"]["result"],
         "alice-at-orders",
         "the link did not survive a restart"
     );
     let Listening { mut child, log, .. } = server;
-    let _ = world;
     child.kill().await.unwrap();
     let log = tokio::time::timeout(Duration::from_secs(5), log)
         .await
@@ -518,8 +526,9 @@ async fn tokens_are_refreshed_a_revoked_refresh_asks_again_and_unlink_revokes() 
     };
     let server = world.serve(&["--stateless", "--writes", "allow"]).await;
     let alice = world.user("alice").await;
-    let link = link_in(&run(&server, &alice, LIST).await);
-    world.follow(&link, "alice", "alice-at-orders").await;
+    world
+        .link(&server, &alice, "alice", "alice-at-orders")
+        .await;
     for _ in 0..3 {
         assert_eq!(
             run(&server, &alice, LIST).await["structuredContent"]["result"],
@@ -575,25 +584,24 @@ async fn tokens_are_refreshed_a_revoked_refresh_asks_again_and_unlink_revokes() 
     assert_eq!(unauthenticated.status(), 401);
 
     // Linked again, then the refresh token revoked at the provider: the next run asks again.
-    let link = link_in(&run(&server, &alice, LIST).await);
-    world.follow(&link, "alice", "alice-at-orders").await;
+    world
+        .link(&server, &alice, "alice", "alice-at-orders")
+        .await;
     assert_eq!(
         run(&server, &alice, LIST).await["structuredContent"]["result"],
         "alice-at-orders"
     );
     let stored: Value = serde_json::from_str(&world.stored()).unwrap();
     assert_eq!(stored.as_object().unwrap().len(), 1);
-    revoke_all_refresh_tokens(&world).await;
+    revoke_the_grant(&world).await;
     let asked = run(&server, &alice, LIST).await;
     link_in(&asked);
 }
 
-/// Revokes, at the provider, the refresh token sdkbox holds: found by asking the token
-/// endpoint nothing, so through the provider's grant instead (the test server's account).
-async fn revoke_all_refresh_tokens(world: &World) {
-    // oidc-provider revokes every token of a grant when one of its refresh tokens is revoked;
-    // the test cannot read sdkbox's sealed store, so it ends the grant by revoking the access
-    // token the provider last saw, which oidc-provider ties to the same grant.
+/// Ends, at the provider, the grant behind the token it saw last, as a user revoking sdkbox's
+/// access there would: the test cannot read sdkbox's sealed store, and oidc-provider revokes
+/// the grant's refresh tokens with an access token of it.
+async fn revoke_the_grant(world: &World) {
     let last = world.seen.lock().unwrap().last().unwrap().3.clone();
     let response = reqwest::Client::new()
         .post(format!("{}/token/revocation", world.provider_as.url))
@@ -892,20 +900,12 @@ async fn an_approval_outlives_a_token_refresh() {
     };
     let server = world.serve(&["--stateless"]).await;
     let alice = world.user("alice").await;
-    let link = link_in(&run(&server, &alice, LIST).await);
-    world.follow(&link, "alice", "alice-at-orders").await;
+    world
+        .link(&server, &alice, "alice", "alice-at-orders")
+        .await;
     let code = "return (await api.orders.create({ item: 'approved once' })).data[0].owner;";
     let asked = run(&server, &alice, code).await;
-    let text = asked["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let page = text
-        .split("there: ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no approval link in {asked}"))
-        .to_owned();
+    let page = crate::once::approval_link(&asked);
     crate::once::decide_on_page(&page, "approve").await;
     let sent = run(&server, &alice, code).await;
     assert_eq!(
@@ -937,13 +937,14 @@ async fn a_token_the_provider_rejects_leads_to_a_refresh_or_a_new_link() {
     };
     let server = world.serve(&["--stateless", "--writes", "allow"]).await;
     let alice = world.user("alice").await;
-    let link = link_in(&run(&server, &alice, LIST).await);
-    world.follow(&link, "alice", "alice-at-orders").await;
+    world
+        .link(&server, &alice, "alice", "alice-at-orders")
+        .await;
     assert_eq!(
         run(&server, &alice, LIST).await["structuredContent"]["result"],
         "alice-at-orders"
     );
-    revoke_all_refresh_tokens(&world).await;
+    revoke_the_grant(&world).await;
     let rejected = run(&server, &alice, LIST).await;
     let message = rejected["structuredContent"]["error"]["message"]
         .as_str()
@@ -964,8 +965,9 @@ async fn the_link_page_unlinks_only_who_signs_in() {
     };
     let server = world.serve(&["--stateless", "--writes", "allow"]).await;
     let alice = world.user("alice").await;
-    let link = link_in(&run(&server, &alice, LIST).await);
-    world.follow(&link, "alice", "alice-at-orders").await;
+    world
+        .link(&server, &alice, "alice", "alice-at-orders")
+        .await;
     let origin = format!("http://127.0.0.1:{}", world.port);
     let (status, page) = follow(&format!("{origin}/link")).await;
     assert!(

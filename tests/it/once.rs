@@ -211,6 +211,16 @@ fn chained_writes(tag: &str, n: usize) -> String {
     code
 }
 
+/// The approval page link a refused run's text names (`... there: <link> .`).
+pub fn approval_link(result: &serde_json::Value) -> String {
+    let text = result["content"][0]["text"].as_str().unwrap_or_default();
+    text.split("there: ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no approval link in {text}"))
+        .to_owned()
+}
+
 /// Decides on the approval page as its form does (the browser's clicks are in page.rs).
 pub async fn decide_on_page(link: &str, decision: &str) {
     let client = reqwest::Client::new();

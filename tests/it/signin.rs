@@ -611,17 +611,7 @@ async fn two_subjects_never_share_an_approval() {
         let url = server.url.clone();
         async move { post(&url, Some(&token), &execute(code)).await.2["result"].clone() }
     };
-    let link = |result: &Value| {
-        let text = result["content"][0]["text"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        text.split("there: ")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no approval link in {text}"))
-            .to_owned()
-    };
+    let link = crate::once::approval_link;
     let asked_alice = run(alice.clone(), code).await;
     let alice_link = link(&asked_alice);
     crate::once::decide_on_page(&alice_link, "approve").await;
