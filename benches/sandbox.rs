@@ -196,7 +196,8 @@ async fn write_cost(pool: &Pool, base: &Url) {
     let approvals = |audit| {
         let rules = sdkbox::approval::Rules::without_spec(base.clone(), overrides);
         let timeout = Duration::from_secs(120);
-        sdkbox::approval::Approvals::new(std::sync::Arc::new(rules), timeout, audit, None).unwrap()
+        sdkbox::approval::Approvals::local(std::sync::Arc::new(rules), timeout, audit, None)
+            .unwrap()
     };
     let audited = std::sync::Arc::new(audit);
     for (name, code, audit) in [

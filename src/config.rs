@@ -20,6 +20,7 @@ use crate::search::semantic::ModelChoice;
 use crate::search::{DocsIndex, read_guides};
 use crate::server::Provider;
 use crate::spec::{Api, AuthHint};
+use crate::state::StateStore;
 use crate::worker::{Pool, PoolConfig};
 
 /// A provider file as written: every field optional, paths relative to the file.
@@ -107,6 +108,11 @@ pub struct ApprovalArgs {
     /// a random key of this process.
     #[arg(long)]
     pub approval_key_env: Option<String>,
+    /// Where approvals, write journals, approval-page questions and HTTP sessions are kept:
+    /// `memory` (this process alone), or a Redis URL (`redis://host:6379`) every replica
+    /// shares, with the same --approval-key-env.
+    #[arg(long, env = "SDKBOX_STATE", default_value = "memory")]
+    pub state: String,
 }
 
 impl Default for ApprovalArgs {
@@ -119,6 +125,7 @@ impl Default for ApprovalArgs {
             audit_log: None,
             approval_page: "127.0.0.1:0".to_owned(),
             approval_key_env: None,
+            state: "memory".to_owned(),
         }
     }
 }
@@ -388,7 +395,18 @@ impl ProviderFile {
             ),
             None => None,
         };
-        let approvals = Approvals::new(Arc::new(rules), timeout, audit, approval_key)
+        if self.approval.state != "memory" && approval_key.is_none() {
+            return Err(ConfigError::Invalid(
+                "a shared state store (--state) needs --approval-key-env: the same key on every \
+                 replica, which names the deployment's records and seals its approvals"
+                    .into(),
+            ));
+        }
+        let key = Approvals::key_or_random(approval_key).map_err(ConfigError::Invalid)?;
+        let state = StateStore::open(&self.approval.state, &crate::state::namespace(&key))
+            .await
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        let approvals = Approvals::new(Arc::new(rules), timeout, audit, key, state)
             .map_err(ConfigError::Invalid)?;
         Ok(Loaded {
             approvals,

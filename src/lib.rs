@@ -20,6 +20,7 @@ pub mod search;
 pub mod server;
 pub mod signin;
 pub mod spec;
+pub mod state;
 pub mod typecheck;
 pub mod user_cache;
 pub mod worker;

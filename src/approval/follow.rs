@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use super::audit::{self, AuditLog, Subject};
-use super::journal::{Claimed, Fate};
+use super::chain::Claimed;
+use super::journal::Fate;
 use crate::egress::{Attempt, Dispatch, Pending, Reached, ScriptResponse};
 
 /// Follows one request let through.
@@ -62,10 +63,12 @@ impl Dispatch for Follow {
         })
     }
 
-    fn delivered(&mut self, response: &ScriptResponse) {
-        if let Some(claimed) = self.claimed.take() {
-            claimed.settle(Some(Fate::Answered(response.clone())));
-        }
+    fn delivered<'a>(&'a mut self, response: &'a ScriptResponse) -> Pending<'a, ()> {
+        Box::pin(async move {
+            if let Some(claimed) = self.claimed.take() {
+                claimed.settle(Some(Fate::Answered(response.clone()))).await;
+            }
+        })
     }
 }
 
@@ -87,6 +90,6 @@ impl Drop for Follow {
             };
             Fate::Unknown(why)
         });
-        claimed.settle(fate);
+        claimed.settle_later(fate);
     }
 }

@@ -11,8 +11,9 @@ use tokio_util::sync::CancellationToken;
 use super::ask::{Approver, Ask, Fingerprint, random_hex};
 use super::audit::{self, Subject};
 use super::caller::{Caller, code_digest};
+use super::chain::{Claimed, Found, RunJournal};
 use super::follow::Follow;
-use super::journal::{self, Claimed, Fate, Found, Key, SharedJournal};
+use super::journal::{self, Fate, Key, Sent};
 use super::shown::Shown;
 use super::states::Carried;
 use super::{Approvals, Classified, Planned, Rule, Rules, dry_run};
@@ -44,15 +45,6 @@ pub struct Deferred {
     pub message: String,
 }
 
-/// The journal of a run that belongs (or may come to belong) to a chain.
-pub(super) struct Chained {
-    /// The journal the run writes to.
-    pub journal: SharedJournal,
-    /// Whether it is the chain's, kept in the store (else it is published before the first
-    /// question asked outside the execution).
-    pub published: bool,
-}
-
 /// One execution's gate.
 pub struct Gate {
     pub(super) approvals: Approvals,
@@ -61,9 +53,9 @@ pub struct Gate {
     pub(super) execution: String,
     pub(super) code: String,
     dry_run: bool,
-    /// The run's chain, when its approvals can come from outside the execution (the page, a
-    /// 2026-07-28 retry).
-    pub(super) chain: Option<Mutex<Chained>>,
+    /// The run's journal, when its approvals can come from outside the execution (the page,
+    /// a 2026-07-28 retry): its own until its first question leaves, then its code's chain.
+    pub(super) journal: Option<Arc<RunJournal>>,
     pub(super) state: Mutex<State>,
     /// Why every write of this run is refused whatever the rules say (a sign-in without the
     /// write scope), and whether one was.
@@ -104,7 +96,7 @@ impl Gate {
         caller: Caller,
         code: &str,
         approver: Option<Arc<dyn Approver>>,
-        chain: Option<Chained>,
+        journal: Option<Arc<RunJournal>>,
         dry_run: bool,
     ) -> Self {
         let code = code_digest(&caller, code);
@@ -116,7 +108,7 @@ impl Gate {
             execution: random_hex(4).unwrap_or_else(|| "unknown".to_owned()),
             code,
             dry_run,
-            chain: chain.map(Mutex::new),
+            journal,
             state: Mutex::default(),
             writes_refused: std::sync::OnceLock::new(),
             refused_a_write: std::sync::atomic::AtomicBool::new(false),
@@ -162,22 +154,18 @@ impl Gate {
 
     /// What the next round of the same code needs from this one: decisions not used yet, and
     /// the chain's journal.
-    pub(super) fn carried(&self) -> Carried {
+    pub(super) async fn carried(&self) -> Result<Carried, crate::state::StateError> {
+        let journal: Vec<Sent> = match &self.journal {
+            Some(journal) => journal.snapshot().await?,
+            None => Vec::new(),
+        };
         let state = lock(&self.state);
-        Carried {
+        Ok(Carried {
             approved: state.carried.approved.clone(),
             denied: state.carried.denied.clone(),
             all: state.all_approved.as_ref().map(|(by, _)| by.clone()),
-            journal: self
-                .journal()
-                .map(|j| lock(&j).snapshot())
-                .unwrap_or_default(),
-        }
-    }
-
-    /// The journal this run writes to, if it is in a chain.
-    pub(super) fn journal(&self) -> Option<SharedJournal> {
-        self.chain.as_ref().map(|c| lock(c).journal.clone())
+            journal,
+        })
     }
 
     /// The digest of this execution's code and caller.
@@ -253,16 +241,30 @@ impl Gate {
     /// A write of a chain, looked up in its journal: answered (an earlier run sent it),
     /// refused (its fate is unknown, another run sends it now, the chain is full), or
     /// claimed for this run.
-    fn consult_journal(
+    async fn consult_journal(
         &self,
         key: &Key,
-        note: &dyn Fn(Verdict, &str) -> Note,
-        what: &dyn Fn() -> String,
+        note: &(dyn Fn(Verdict, &str) -> Note + Sync),
+        what: &(dyn Fn() -> String + Sync),
     ) -> Result<Option<Claimed>, Box<Decision>> {
-        let Some(journal) = self.journal() else {
+        let Some(journal) = &self.journal else {
             return Ok(None);
         };
-        let decision = match journal::claim(&journal, key.clone()) {
+        let found = match journal.claim(key.clone()).await {
+            Ok(found) => found,
+            Err(error) => {
+                return Err(Box::new(Decision::Refuse(
+                    note(Verdict::Denied, "the state store cannot record it"),
+                    format!(
+                        "{} was not sent: sdkbox records every write of this run before it \
+                         leaves, so that no re-run sends it twice, and {error}. Try again \
+                         shortly",
+                        what()
+                    ),
+                )));
+            }
+        };
+        let decision = match found {
             Found::New(claimed) => return Ok(Some(claimed)),
             Found::Sent(Fate::Answered(response)) => Decision::Answer(
                 note(Verdict::Replayed, "an earlier run of this code sent it"),
@@ -379,14 +381,17 @@ impl Gate {
         let mut claimed = None;
         let refused = self.writes_refused.get().filter(|_| write);
         let consulted = match write && rule != Rule::Deny && !self.dry_run && refused.is_none() {
-            true => self.consult_journal(
-                &key,
-                &|decision, why| Note {
-                    because: why.to_owned(),
-                    ..note(decision, None, None)
-                },
-                &|| shown().what(),
-            ),
+            true => {
+                self.consult_journal(
+                    &key,
+                    &|decision, why| Note {
+                        because: why.to_owned(),
+                        ..note(decision, None, None)
+                    },
+                    &|| shown().what(),
+                )
+                .await
+            }
             false => Ok(None),
         };
         let decision = match (refused, consulted) {

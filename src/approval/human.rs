@@ -69,11 +69,17 @@ impl Gate {
             return (Verdict::Denied, None, None, Some(message));
         }
         let on_page = || Some(page::CHANNEL.to_owned());
-        match self
-            .approvals
-            .store
-            .take(&self.caller, &self.code, key, write)
-        {
+        let standing = match self.approvals.store.take(&self.code, key, write).await {
+            Ok(standing) => standing,
+            Err(error) => {
+                let message = format!(
+                    "{what} was not sent: the decisions given for it cannot be read ({error}); \
+                     try again shortly"
+                );
+                return (Verdict::NoChannel, None, None, Some(message));
+            }
+        };
+        match standing {
             Standing::Approved(by) => return (Verdict::Approved, Some(by), on_page(), None),
             Standing::ApprovedAll(by) => {
                 lock(&self.state).all_approved = Some((by.clone(), page::CHANNEL.into()));
@@ -94,7 +100,7 @@ impl Gate {
             );
             return (Verdict::NoChannel, None, None, Some(message));
         };
-        if let Err(message) = self.publish_chain() {
+        if let Err(message) = self.publish_chain().await {
             let message = format!("{what} was not sent: {message}");
             return (Verdict::NoChannel, None, None, Some(message));
         }
@@ -157,27 +163,14 @@ impl Gate {
     /// Keeps this run's journal as its code's chain before a question goes outside the
     /// execution (the re-run that answers it continues this run); an error when the store
     /// keeps as many chains as it may.
-    fn publish_chain(&self) -> Result<(), String> {
-        let Some(chain) = &self.chain else {
+    async fn publish_chain(&self) -> Result<(), String> {
+        let Some(journal) = &self.journal else {
             return Ok(());
         };
-        let mut chain = lock(chain);
-        if chain.published {
-            return Ok(());
-        }
-        let kept = self
-            .approvals
-            .store
-            .publish(&self.caller, &self.code, &chain.journal)
-            .map_err(|full| full.to_string())?;
-        if !Arc::ptr_eq(&kept, &chain.journal) {
-            // Another run made the chain meanwhile: this run's writes join it.
-            let entries = lock(&chain.journal).snapshot();
-            lock(&kept).merge(entries);
-            chain.journal = kept;
-        }
-        chain.published = true;
-        Ok(())
+        journal
+            .publish(&self.caller)
+            .await
+            .map_err(|error| error.to_string())
     }
 
     /// Puts the question to `approver`, with the deadline held, within what is left of the

@@ -12,13 +12,10 @@
 //! data that changed) might be the same write or another: it is refused, with what the
 //! earlier one got, and never sent twice nor answered with another write's response.
 
-use std::sync::{Arc, Mutex};
-
 use serde::{Deserialize, Serialize};
 
 use super::ask::Fingerprint;
 use crate::egress::ScriptResponse;
-use crate::lock::lock;
 
 /// Bytes of responses one journal keeps; past them, a response is kept as a note. Ample for
 /// what writes return, and small enough to ride in a request state (it is the bulk of one).
@@ -70,7 +67,7 @@ pub struct Sent {
 
 /// What the journal knows of a write a run is about to send.
 #[derive(Debug)]
-pub enum Found {
+pub enum Lookup {
     /// An earlier run sent exactly this write: this is what became of it.
     Sent(Fate),
     /// An earlier run sent a write in this slot with other bytes: what became of it.
@@ -79,21 +76,30 @@ pub enum Found {
     InFlight,
     /// The chain keeps as many writes as it may.
     Full,
-    /// Nobody has: it is claimed for the caller.
-    New(Claimed),
+    /// Nobody has: it may be claimed.
+    New,
+}
+
+/// A write claimed and not settled yet: who holds it, and until when the claim can last.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Hold {
+    /// The write.
+    pub key: Key,
+    /// The replica whose run sends it.
+    pub replica: String,
+    /// When the run that sends it has certainly ended (its deadline and every wait), in
+    /// milliseconds since the Unix epoch.
+    pub until_ms: u64,
 }
 
 /// The writes of one chain, in the order they were recorded.
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct Journal {
     entries: Vec<Sent>,
     /// Writes claimed and not yet settled (a few: one run's requests).
-    #[serde(skip)]
-    in_flight: Vec<Key>,
+    #[serde(default)]
+    in_flight: Vec<Hold>,
 }
-
-/// A journal shared by the runs of a chain.
-pub type SharedJournal = Arc<Mutex<Journal>>;
 
 impl Journal {
     /// A journal of these writes (from a request state).
@@ -110,6 +116,66 @@ impl Journal {
             .find(|e| e.key.fingerprint == key.fingerprint && e.key.occurrence == key.occurrence)
     }
 
+    /// The replicas holding claims.
+    pub fn holders(&self) -> Vec<String> {
+        let mut replicas: Vec<String> = self.in_flight.iter().map(|h| h.replica.clone()).collect();
+        replicas.sort();
+        replicas.dedup();
+        replicas
+    }
+
+    /// Turns the claims whose run has ended without settling them (`ended` says which: its
+    /// replica stopped, or its time is up) into writes that may have been sent.
+    pub fn expire_holds(&mut self, ended: &dyn Fn(&Hold) -> bool) {
+        let (gone, kept): (Vec<Hold>, Vec<Hold>) =
+            self.in_flight.drain(..).partition(|hold| ended(hold));
+        self.in_flight = kept;
+        for hold in gone {
+            if self.find(&hold.key).is_none() {
+                self.entries.push(Sent {
+                    key: hold.key,
+                    fate: Fate::Unknown(
+                        "the server running the execution that sent it stopped before its \
+                         response arrived"
+                            .to_owned(),
+                    ),
+                });
+            }
+        }
+    }
+
+    /// What the journal knows of `key`.
+    pub fn lookup(&self, key: &Key) -> Lookup {
+        if let Some(sent) = self.find(key) {
+            return Lookup::Sent(sent.fate.clone());
+        }
+        let in_flight = self.in_flight.iter().any(|h| {
+            let k = &h.key;
+            (k.fingerprint == key.fingerprint && k.occurrence == key.occurrence)
+                || k.same_place(key)
+        });
+        if in_flight {
+            return Lookup::InFlight;
+        }
+        if let Some(sent) = self.entries.iter().find(|e| e.key.same_place(key)) {
+            return Lookup::SentOtherwise(sent.fate.clone());
+        }
+        if self.entries.len() + self.in_flight.len() >= MAX_JOURNAL_ENTRIES {
+            return Lookup::Full;
+        }
+        Lookup::New
+    }
+
+    /// Its writes, and its claims in flight.
+    pub fn parts(&self) -> (Vec<Sent>, Vec<Hold>) {
+        (self.entries.clone(), self.in_flight.clone())
+    }
+
+    /// Claims a write [`Journal::lookup`] found new.
+    pub fn hold(&mut self, hold: Hold) {
+        self.in_flight.push(hold);
+    }
+
     /// Adds the entries of `others` it does not have (a chain's journal met another copy).
     pub fn merge(&mut self, others: Vec<Sent>) {
         for sent in others {
@@ -119,11 +185,17 @@ impl Journal {
         }
     }
 
-    fn settle(&mut self, key: &Key, fate: Option<Fate>) {
-        self.in_flight.retain(|k| k != key);
+    /// Ends a claim: with the write's fate when it went out (or may have), with `None` when
+    /// it certainly did not. A response that would make the journal larger than
+    /// [`MAX_JOURNAL_BYTES`] is kept as a note, so the write is still never sent twice.
+    pub fn settle(&mut self, key: &Key, fate: Option<Fate>) {
+        self.in_flight.retain(|h| h.key != *key);
         let Some(mut fate) = fate else {
             return;
         };
+        if self.find(key).is_some() {
+            return;
+        }
         if let Fate::Answered(response) = &mut fate
             && self.bytes() + size(response) > MAX_JOURNAL_BYTES
         {
@@ -144,8 +216,8 @@ impl Journal {
     /// flight as unknown (the run that sent them has ended).
     pub fn snapshot(&self) -> Vec<Sent> {
         let mut entries = self.entries.clone();
-        entries.extend(self.in_flight.iter().map(|key| Sent {
-            key: key.clone(),
+        entries.extend(self.in_flight.iter().map(|hold| Sent {
+            key: hold.key.clone(),
             fate: Fate::Unknown(
                 "the execution that sent it ended before its response arrived".to_owned(),
             ),
@@ -174,65 +246,6 @@ fn size(response: &ScriptResponse) -> usize {
             .sum::<usize>()
 }
 
-/// A shared journal with these entries.
-pub fn shared(entries: Vec<Sent>) -> SharedJournal {
-    Arc::new(Mutex::new(Journal::new(entries)))
-}
-
-/// Looks a write up in a shared journal; a new one is claimed, and the claim is released
-/// (the write may be sent later) unless it is settled with a fate.
-pub fn claim(journal: &SharedJournal, key: Key) -> Found {
-    let mut locked = lock(journal);
-    if let Some(sent) = locked.find(&key) {
-        return Found::Sent(sent.fate.clone());
-    }
-    let in_flight = locked.in_flight.iter().any(|k| {
-        (k.fingerprint == key.fingerprint && k.occurrence == key.occurrence) || k.same_place(&key)
-    });
-    if in_flight {
-        return Found::InFlight;
-    }
-    if let Some(sent) = locked.entries.iter().find(|e| e.key.same_place(&key)) {
-        return Found::SentOtherwise(sent.fate.clone());
-    }
-    if locked.entries.len() >= MAX_JOURNAL_ENTRIES {
-        return Found::Full;
-    }
-    locked.in_flight.push(key.clone());
-    Found::New(Claimed {
-        journal: journal.clone(),
-        key,
-        settled: false,
-    })
-}
-
-/// A write claimed in a chain's journal: settled with what became of it, or released when
-/// dropped unsettled (the decision was not to send it, or was never made).
-#[derive(Debug)]
-pub struct Claimed {
-    journal: SharedJournal,
-    key: Key,
-    settled: bool,
-}
-
-impl Claimed {
-    /// Ends the claim: with the write's fate when it went out (or may have), with `None`
-    /// when it certainly did not. A response that would make the journal larger than
-    /// [`MAX_JOURNAL_BYTES`] is kept as a note, so the write is still never sent twice.
-    pub fn settle(mut self, fate: Option<Fate>) {
-        lock(&self.journal).settle(&self.key, fate);
-        self.settled = true;
-    }
-}
-
-impl Drop for Claimed {
-    fn drop(&mut self) {
-        if !self.settled {
-            lock(&self.journal).settle(&self.key, None);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,72 +263,102 @@ mod tests {
         Some(Fate::Answered(ScriptResponse::ok_for_tests(body)))
     }
 
-    fn new(journal: &SharedJournal, key: Key) -> Claimed {
-        match claim(journal, key) {
-            Found::New(claimed) => claimed,
-            other => panic!("not new: {other:?}"),
-        }
+    fn hold(journal: &mut Journal, key: Key) {
+        assert!(matches!(journal.lookup(&key), Lookup::New), "not new");
+        journal.hold(Hold {
+            key,
+            replica: "r".into(),
+            until_ms: u64::MAX,
+        });
     }
 
     #[test]
     fn a_recorded_write_answers_every_later_run_and_identical_writes_count_apart() {
-        let journal = shared(Vec::new());
-        let first = new(&journal, key("a", 0, "POST c", 0));
+        let mut journal = Journal::default();
+        hold(&mut journal, key("a", 0, "POST c", 0));
         assert!(matches!(
-            claim(&journal, key("a", 0, "POST c", 0)),
-            Found::InFlight
+            journal.lookup(&key("a", 0, "POST c", 0)),
+            Lookup::InFlight
         ));
-        first.settle(answered("first"));
-        new(&journal, key("a", 1, "POST c", 1)).settle(answered("second"));
+        journal.settle(&key("a", 0, "POST c", 0), answered("first"));
+        hold(&mut journal, key("a", 1, "POST c", 1));
+        journal.settle(&key("a", 1, "POST c", 1), answered("second"));
         for _ in 0..3 {
             // Append-only: answering a write does not use its entry up.
-            let Found::Sent(Fate::Answered(one)) = claim(&journal, key("a", 0, "POST c", 0)) else {
+            let Lookup::Sent(Fate::Answered(one)) = journal.lookup(&key("a", 0, "POST c", 0))
+            else {
                 panic!("not recorded");
             };
             assert_eq!(one.body, "first");
-            let Found::Sent(Fate::Answered(two)) = claim(&journal, key("a", 1, "POST c", 1)) else {
+            let Lookup::Sent(Fate::Answered(two)) = journal.lookup(&key("a", 1, "POST c", 1))
+            else {
                 panic!("not recorded");
             };
             assert_eq!(two.body, "second");
         }
         // The same place with other bytes (a timestamp in the body) is that write.
-        let Found::SentOtherwise(Fate::Answered(other)) = claim(&journal, key("b", 0, "POST c", 0))
+        let Lookup::SentOtherwise(Fate::Answered(other)) =
+            journal.lookup(&key("b", 0, "POST c", 0))
         else {
             panic!("not found by its slot");
         };
         assert_eq!(other.body, "first");
         assert!(matches!(
-            claim(&journal, key("c", 0, "POST d", 0)),
-            Found::New(_)
+            journal.lookup(&key("c", 0, "POST d", 0)),
+            Lookup::New
         ));
     }
 
     #[test]
-    fn a_dropped_claim_is_released_and_one_in_flight_is_unknown_to_the_next_round() {
-        let journal = shared(Vec::new());
-        drop(new(&journal, key("a", 0, "s", 0)));
-        let held = new(&journal, key("a", 0, "s", 0));
-        let next = shared(lock(&journal).snapshot());
+    fn a_released_claim_may_be_sent_and_one_in_flight_is_unknown_to_the_next_round() {
+        let mut journal = Journal::default();
+        hold(&mut journal, key("a", 0, "s", 0));
+        journal.settle(&key("a", 0, "s", 0), None);
+        hold(&mut journal, key("a", 0, "s", 0));
+        let next = Journal::new(journal.snapshot());
         assert!(matches!(
-            claim(&next, key("a", 0, "s", 0)),
-            Found::Sent(Fate::Unknown(_))
+            next.lookup(&key("a", 0, "s", 0)),
+            Lookup::Sent(Fate::Unknown(_))
         ));
-        held.settle(None);
+    }
+
+    #[test]
+    fn a_claim_whose_run_ended_unsettled_is_a_write_that_may_have_been_sent() {
+        let mut journal = Journal::default();
+        hold(&mut journal, key("a", 0, "s", 0));
+        journal.hold(Hold {
+            key: key("b", 0, "t", 0),
+            replica: "alive".into(),
+            until_ms: u64::MAX,
+        });
+        journal.expire_holds(&|hold| hold.replica == "r");
+        assert!(matches!(
+            journal.lookup(&key("a", 0, "s", 0)),
+            Lookup::Sent(Fate::Unknown(_))
+        ));
+        assert!(matches!(
+            journal.lookup(&key("b", 0, "t", 0)),
+            Lookup::InFlight
+        ));
+        assert_eq!(journal.holders(), ["alive"]);
     }
 
     #[test]
     fn a_journal_is_bounded_but_never_forgets_a_write() {
-        let journal = shared(Vec::new());
+        let mut journal = Journal::default();
         let big = "x".repeat(MAX_JOURNAL_BYTES);
-        new(&journal, key("a", 0, "s", 0)).settle(answered(&big));
-        new(&journal, key("b", 0, "s", 1)).settle(answered(&big));
-        let Found::Sent(Fate::Answered(kept)) = claim(&journal, key("b", 0, "s", 1)) else {
+        hold(&mut journal, key("a", 0, "s", 0));
+        journal.settle(&key("a", 0, "s", 0), answered(&big));
+        hold(&mut journal, key("b", 0, "s", 1));
+        journal.settle(&key("b", 0, "s", 1), answered(&big));
+        let Lookup::Sent(Fate::Answered(kept)) = journal.lookup(&key("b", 0, "s", 1)) else {
             panic!("forgotten");
         };
         assert!(kept.body.contains("not sent again"), "{}", kept.body.len());
         for n in 2..MAX_JOURNAL_ENTRIES as u32 {
-            new(&journal, key("c", n, "t", n)).settle(Some(Fate::Unknown("x".into())));
+            hold(&mut journal, key("c", n, "t", n));
+            journal.settle(&key("c", n, "t", n), Some(Fate::Unknown("x".into())));
         }
-        assert!(matches!(claim(&journal, key("d", 0, "u", 0)), Found::Full));
+        assert!(matches!(journal.lookup(&key("d", 0, "u", 0)), Lookup::Full));
     }
 }

@@ -24,6 +24,7 @@
 mod ask;
 mod audit;
 mod caller;
+mod chain;
 mod dry_run;
 mod follow;
 mod gate;
@@ -48,6 +49,8 @@ pub use round::{Channel, Ending, Round, RoundError};
 pub use rules::{Classified, PolicyFile, PolicyOverrides, Rule, Rules};
 pub use shown::{MAX_QUESTION, Shown};
 pub use store::{CHAIN_LIFETIME, GRANT_LIFETIME};
+
+use crate::state::StateStore;
 
 pub use crate::egress::{Note, Verdict};
 
@@ -80,27 +83,48 @@ pub struct Approvals {
 }
 
 impl Approvals {
-    /// Approvals under `rules`; `key` (at least 32 bytes) seals request states and names
-    /// callers alike on every replica that shares it; without one, a random key of this
-    /// process's own.
+    /// Approvals under `rules`, kept in `state`; `key` (at least 32 bytes, see
+    /// [`Approvals::key_or_random`]) seals request states and names callers alike on every
+    /// replica that shares it.
     pub fn new(
+        rules: Arc<Rules>,
+        timeout: Duration,
+        audit: Option<Arc<AuditLog>>,
+        key: Vec<u8>,
+        state: StateStore,
+    ) -> Result<Self, String> {
+        let states = RequestStates::new(&key, GRANT_LIFETIME)?;
+        Ok(Self {
+            rules,
+            timeout,
+            audit,
+            store: Store::new(state),
+            page: None,
+            states: Some(Arc::new(states)),
+            key: Arc::new(key),
+        })
+    }
+
+    /// Approvals of this process alone (kept in memory), sealed with `key` or a random key.
+    pub fn local(
         rules: Arc<Rules>,
         timeout: Duration,
         audit: Option<Arc<AuditLog>>,
         key: Option<Vec<u8>>,
     ) -> Result<Self, String> {
-        let key = match key {
-            Some(key) => key,
-            None => random_hex(32)
+        let key = Self::key_or_random(key)?;
+        let state = StateStore::memory(&crate::state::namespace(&key));
+        Self::new(rules, timeout, audit, key, state)
+    }
+
+    /// `key`, else a random key of this process's own.
+    pub fn key_or_random(key: Option<Vec<u8>>) -> Result<Vec<u8>, String> {
+        match key {
+            Some(key) => Ok(key),
+            None => Ok(random_hex(32)
                 .ok_or("no randomness for the approval key")?
-                .into_bytes(),
-        };
-        let states = RequestStates::new(&key, GRANT_LIFETIME)?;
-        Ok(Self {
-            states: Some(Arc::new(states)),
-            key: Arc::new(key),
-            ..Self::bare(rules, timeout, audit)
-        })
+                .into_bytes()),
+        }
     }
 
     /// Approvals with no channel outside an execution (no page, no request states).
@@ -109,7 +133,7 @@ impl Approvals {
             rules,
             timeout,
             audit,
-            store: Store::default(),
+            store: Store::new(StateStore::memory("bare")),
             page: None,
             states: None,
             key: Arc::new(Vec::new()),
@@ -120,6 +144,18 @@ impl Approvals {
     pub async fn with_page(mut self, addr: std::net::SocketAddr) -> std::io::Result<Self> {
         self.page = Some(ApprovalPage::start(addr, self.store.clone()).await?);
         Ok(self)
+    }
+
+    /// Serves the approval page on the HTTP server itself, at the public `origin` humans
+    /// reach it by (any replica answers any question).
+    pub fn with_public_page(mut self, origin: &url::Url) -> Result<Self, String> {
+        self.page = Some(ApprovalPage::public(origin, self.store.clone())?);
+        Ok(self)
+    }
+
+    /// The state store approvals are kept in.
+    pub fn state(&self) -> &StateStore {
+        self.store.state()
     }
 
     /// The approval page, if there is one.

@@ -10,10 +10,8 @@
 //! rebinding), no secret on it, nothing cached or framed, no referrer sent to other sites (with `no-referrer`, Chromium would send its own form with `Origin: null`). The sandbox
 //! cannot reach it: loopback addresses are refused by egress.
 
-use crate::lock::lock;
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Form;
@@ -21,14 +19,14 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
-use tokio::time::Instant;
 
 use super::ask::{Answer, AnswerFuture, Approver, Ask, random_hex};
 use super::caller::Caller;
 use super::journal::Key;
 use super::store::{GRANT_LIFETIME, Granted, Store};
+use crate::state::{Change, StateError};
 
 /// The channel's name in logs.
 pub const CHANNEL: &str = "approval page";
@@ -38,7 +36,8 @@ pub const CHANNEL: &str = "approval page";
 const MAX_WAITING: usize = 1_000;
 const MAX_WAITING_PER_CALLER: usize = 64;
 
-/// The page server; clones share it.
+/// The page; clones share it. Its questions are in the state store, so any replica serves
+/// any question, and a write asked about by several replicas is one question.
 #[derive(Clone)]
 pub struct ApprovalPage {
     inner: Arc<Inner>,
@@ -48,17 +47,22 @@ struct Inner {
     origin: String,
     host: String,
     store: Store,
-    waiting: Mutex<HashMap<String, Waiting>>,
+    public: bool,
 }
 
-struct Waiting {
+/// One question on the page, as stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Question {
     ask: Ask,
     key: Key,
     caller: Caller,
     code: String,
     token: String,
-    since: Instant,
-    decided: Option<&'static str>,
+    decided: Option<String>,
+}
+
+fn question_key(id: &str) -> String {
+    format!("question:{id}")
 }
 
 impl ApprovalPage {
@@ -72,17 +76,8 @@ impl ApprovalPage {
         }
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let local = listener.local_addr()?;
-        let page = Self {
-            inner: Arc::new(Inner {
-                origin: format!("http://{local}"),
-                host: local.to_string(),
-                store,
-                waiting: Mutex::default(),
-            }),
-        };
-        let app = axum::Router::new()
-            .route("/approve/{id}", get(show).post(decide))
-            .with_state(page.clone());
+        let page = Self::at(format!("http://{local}"), local.to_string(), store, false);
+        let app = page.routes();
         tokio::spawn(async move {
             if let Err(error) = axum::serve(listener, app).await {
                 tracing::error!(%error, "the approval page stopped");
@@ -92,55 +87,134 @@ impl ApprovalPage {
         Ok(page)
     }
 
+    /// The page served by the HTTP server itself, on the public `origin` humans reach it by
+    /// (through the deployment's load balancer): [`ApprovalPage::routes`] are for that server.
+    pub fn public(origin: &url::Url, store: Store) -> Result<Self, String> {
+        let host = origin
+            .host_str()
+            .ok_or_else(|| format!("the approval page's URL {origin} has no host"))?;
+        let loopback = matches!(host, "localhost" | "127.0.0.1" | "[::1]");
+        if origin.scheme() != "https" && !(origin.scheme() == "http" && loopback) {
+            return Err(format!(
+                "the approval page's URL {origin} must be https (http only on loopback)"
+            ));
+        }
+        let host = match origin.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        };
+        let text = origin.origin().ascii_serialization();
+        Ok(Self::at(text, host, store, true))
+    }
+
+    fn at(origin: String, host: String, store: Store, public: bool) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                origin,
+                host,
+                store,
+                public,
+            }),
+        }
+    }
+
+    /// The page's routes.
+    pub fn routes(&self) -> axum::Router {
+        axum::Router::new()
+            .route("/approve/{id}", get(show).post(decide))
+            .with_state(self.clone())
+    }
+
+    /// Whether the HTTP server serves the page (on its public URL).
+    pub fn is_public(&self) -> bool {
+        self.inner.public
+    }
+
     /// Where the page is.
     pub fn origin(&self) -> &str {
         &self.inner.origin
     }
 
-    /// Puts a request on the page, or finds it there; returns its link, or why it cannot.
-    fn put(&self, ask: Ask, key: Key, caller: &Caller, code: &str) -> Result<String, String> {
-        let mut waiting = lock(&self.inner.waiting);
-        let now = Instant::now();
-        waiting.retain(|_, w| now.duration_since(w.since) < GRANT_LIFETIME);
-        let found = waiting
-            .iter()
-            .find(|(_, w)| {
-                w.decided.is_none()
-                    && w.caller == *caller
-                    && w.code == code
-                    && w.key.fingerprint == key.fingerprint
-            })
-            .map(|(id, _)| id.clone());
-        let id = match found {
-            Some(id) => id,
-            None => {
-                let own = waiting.values().filter(|w| w.caller == *caller).count();
-                if own >= MAX_WAITING_PER_CALLER || waiting.len() >= MAX_WAITING {
-                    return Err(format!(
-                        "the approval page already holds as many questions as it keeps ({} of                          this caller's); ask the user to decide those first, or wait for them                          to expire after {} minutes",
-                        own,
-                        GRANT_LIFETIME.as_secs() / 60
-                    ));
-                }
-                let unguessable = || "no randomness for an unguessable link".to_owned();
-                let id = random_hex(16).ok_or_else(unguessable)?;
-                let token = random_hex(16).ok_or_else(unguessable)?;
-                waiting.insert(
-                    id.clone(),
-                    Waiting {
-                        ask,
-                        key,
-                        caller: caller.clone(),
-                        code: code.to_owned(),
-                        token,
-                        since: now,
-                        decided: None,
-                    },
-                );
-                id
-            }
+    fn state(&self) -> &crate::state::StateStore {
+        self.inner.store.state()
+    }
+
+    /// Puts a request on the page, or finds it there (asked by this or another replica);
+    /// returns its link, or why it cannot.
+    async fn put(&self, ask: Ask, key: Key, caller: &Caller, code: &str) -> Result<String, String> {
+        let failed =
+            |error: StateError| format!("the approval page cannot take questions now ({error})");
+        let index = format!("asked:{code}:{}", key.fingerprint.0);
+        if let Some(id) = self.state().get(&index).await.map_err(failed)?
+            && self.open_question(&id).await.map_err(failed)?
+        {
+            return Ok(self.link(&id));
+        }
+        let unguessable = || "no randomness for an unguessable link".to_owned();
+        let id = random_hex(16).ok_or_else(unguessable)?;
+        let token = random_hex(16).ok_or_else(unguessable)?;
+        let own = format!("questions-of:{}", caller.id());
+        let state = self.state();
+        let room = state
+            .admit(&own, &id, GRANT_LIFETIME, MAX_WAITING_PER_CALLER)
+            .await
+            .map_err(failed)?
+            && state
+                .admit("questions", &id, GRANT_LIFETIME, MAX_WAITING)
+                .await
+                .map_err(failed)?;
+        if !room {
+            let _ = state.dismiss(&own, &id).await;
+            return Err(format!(
+                "the approval page already holds as many questions as it keeps (up to \
+                 {MAX_WAITING_PER_CALLER} of this caller's); ask the user to decide those first, \
+                 or wait for them to expire after {} minutes",
+                GRANT_LIFETIME.as_secs() / 60
+            ));
+        }
+        let question = Question {
+            ask,
+            key,
+            caller: caller.clone(),
+            code: code.to_owned(),
+            token,
+            decided: None,
         };
-        Ok(format!("{}/approve/{id}", self.inner.origin))
+        let text = serde_json::to_string(&question).map_err(|e| e.to_string())?;
+        state
+            .put(&question_key(&id), &text, GRANT_LIFETIME)
+            .await
+            .map_err(failed)?;
+        if !state
+            .put_new(&index, &id, GRANT_LIFETIME)
+            .await
+            .map_err(failed)?
+        {
+            // Another replica asked the same write meanwhile: its question is the one.
+            if let Some(theirs) = state.get(&index).await.map_err(failed)?
+                && self.open_question(&theirs).await.map_err(failed)?
+            {
+                let _ = state.take(&question_key(&id)).await;
+                let _ = state.dismiss(&own, &id).await;
+                let _ = state.dismiss("questions", &id).await;
+                return Ok(self.link(&theirs));
+            }
+            state
+                .put(&index, &id, GRANT_LIFETIME)
+                .await
+                .map_err(failed)?;
+        }
+        Ok(self.link(&id))
+    }
+
+    /// Whether question `id` is there and undecided.
+    async fn open_question(&self, id: &str) -> Result<bool, StateError> {
+        let question: Option<Question> = self.state().read(&question_key(id)).await?;
+        Ok(question.is_some_and(|q| q.decided.is_none()))
+    }
+
+    fn link(&self, id: &str) -> String {
+        format!("{}/approve/{id}", self.inner.origin)
     }
 
     /// Whether a request to the page comes from the page itself, through its own host name.
@@ -205,18 +279,21 @@ impl Approver for PageApprover {
 
     fn ask(&self, ask: Ask, key: Key, _timeout: Duration) -> AnswerFuture {
         let what = ask.request.what();
-        let answer = match self.page.put(ask, key, &self.caller, &self.code) {
-            Ok(link) => Answer::Later {
-                message: format!(
-                    "{what} needs the user's approval and was not sent. Show the user this link \
-                     and ask them to approve or deny it there: {link} . Once they have, run \
-                     exactly the same code again: writes this run already sent are not sent \
-                     again, the approved request then goes out (once), and a denied one fails"
-                ),
-            },
-            Err(message) => Answer::Unavailable { message },
-        };
-        Box::pin(async move { answer })
+        let (page, caller, code) = (self.page.clone(), self.caller.clone(), self.code.clone());
+        Box::pin(async move {
+            match page.put(ask, key, &caller, &code).await {
+                Ok(link) => Answer::Later {
+                    message: format!(
+                        "{what} needs the user's approval and was not sent. Show the user this \
+                         link and ask them to approve or deny it there: {link} . Once they have, \
+                         run exactly the same code again: writes this run already sent are not \
+                         sent again, the approved request then goes out (once), and a denied one \
+                         fails"
+                    ),
+                },
+                Err(message) => Answer::Unavailable { message },
+            }
+        })
     }
 }
 
@@ -231,14 +308,17 @@ async fn show(
             "This page only answers its own address, and links opened in a browser tab.",
         );
     }
-    let waiting = lock(&page.inner.waiting);
-    let Some(item) = waiting.get(&id) else {
-        return refused(
-            StatusCode::NOT_FOUND,
-            "No such request: it expired, or the link is wrong.",
-        );
+    let item = match page.state().read::<Question>(&question_key(&id)).await {
+        Ok(Some(item)) => item,
+        Ok(None) => {
+            return refused(
+                StatusCode::NOT_FOUND,
+                "No such request: it expired, or the link is wrong.",
+            );
+        }
+        Err(error) => return refused(StatusCode::SERVICE_UNAVAILABLE, &error.to_string()),
     };
-    let body = match item.decided {
+    let body = match &item.decided {
         Some(decided) => format!("<p class=done>Already decided: <b>{decided}</b>.</p>"),
         None => format!(
             "<form method=post>\
@@ -304,37 +384,72 @@ async fn decide(
             "This page only accepts its own forms.",
         );
     }
-    let mut waiting = lock(&page.inner.waiting);
-    let Some(item) = waiting.get_mut(&id) else {
-        return refused(
-            StatusCode::NOT_FOUND,
-            "No such request: it expired, or the link is wrong.",
-        );
-    };
-    if !bool::from(item.token.as_bytes().ct_eq(form.token.as_bytes())) {
-        return refused(StatusCode::FORBIDDEN, "The form is stale; reload the page.");
-    }
-    if item.decided.is_some() {
-        return refused(StatusCode::CONFLICT, "This request was already decided.");
-    }
     let (granted, decided, said) = match form.decision.as_str() {
-        "approve" => (Granted::One(item.key.clone()), "approved", "Approved"),
+        "approve" => (Some(false), "approved", "Approved"),
         "approve_all" => (
-            Granted::All,
+            Some(true),
             "approved, with every write of this execution",
             "Approved, with every write of this execution",
         ),
-        "deny" => (Granted::Denied(item.key.clone()), "denied", "Denied"),
+        "deny" => (None, "denied", "Denied"),
         _ => return refused(StatusCode::BAD_REQUEST, "Unknown decision."),
+    };
+    // Decided first, in one step: of two forms posted at once, one decides.
+    let key = question_key(&id);
+    let marked = page
+        .state()
+        .update::<Question, Result<Question, (StatusCode, &str)>>(&key, GRANT_LIFETIME, |item| {
+            let Some(mut item) = item else {
+                return Change::Keep(Err((
+                    StatusCode::NOT_FOUND,
+                    "No such request: it expired, or the link is wrong.",
+                )));
+            };
+            if !bool::from(item.token.as_bytes().ct_eq(form.token.as_bytes())) {
+                return Change::Keep(Err((
+                    StatusCode::FORBIDDEN,
+                    "The form is stale; reload the page.",
+                )));
+            }
+            if item.decided.is_some() {
+                return Change::Keep(Err((
+                    StatusCode::CONFLICT,
+                    "This request was already decided.",
+                )));
+            }
+            item.decided = Some(decided.to_owned());
+            Change::Write(item.clone(), Ok(item))
+        })
+        .await;
+    let item = match marked {
+        Ok(Ok(item)) => item,
+        Ok(Err((status, why))) => return refused(status, why),
+        Err(error) => return refused(StatusCode::SERVICE_UNAVAILABLE, &error.to_string()),
+    };
+    let granted = match granted {
+        Some(false) => Granted::One(item.key.clone()),
+        Some(true) => Granted::All,
+        None => Granted::Denied(item.key.clone()),
     };
     if let Err(full) = page
         .inner
         .store
         .give(&item.caller, &item.code, granted, "the user")
+        .await
     {
+        // Not given: the question is open again.
+        let _ = page
+            .state()
+            .update::<Question, ()>(&key, GRANT_LIFETIME, |question| match question {
+                Some(mut question) => {
+                    question.decided = None;
+                    Change::Write(question, ())
+                }
+                None => Change::Keep(()),
+            })
+            .await;
         return refused(StatusCode::SERVICE_UNAVAILABLE, &full.to_string());
     }
-    item.decided = Some(decided);
     tracing::info!(execution = %item.ask.execution, decided, "approval page decision");
     page_response(
         StatusCode::OK,

@@ -15,15 +15,21 @@ use rmcp::model::{InputRequiredResult, InputResponses};
 use super::Approvals;
 use super::ask::Approver;
 use super::caller::Caller;
-use super::gate::{Chained, Gate};
-use super::journal;
+use super::chain::RunJournal;
+use super::gate::Gate;
+use super::journal::Sent;
 use super::mcp::{RETRY_CHANNEL, RetryApprover};
 use super::page::{CHANNEL as PAGE_CHANNEL, PageApprover};
 use super::states::Carried;
-use super::store::Turn;
+use super::store::{StoreError, Turn};
 
 /// How long a run waits for another run of the same code by the same caller to end.
 const TURN_WAIT: Duration = Duration::from_secs(60);
+
+/// A write's claim lasts the approval timeout and this: more than any execution takes to
+/// send one write once decided (past it, the claim counts as a write that may have been
+/// sent, never as one that was not).
+const CLAIM_MARGIN: Duration = Duration::from_secs(15 * 60);
 
 /// How a call's client can reach its user.
 pub enum Channel {
@@ -56,6 +62,19 @@ pub struct Round {
     approvals: Approvals,
     /// This caller's turn to run this code, held until the round ends.
     _turn: Option<Turn>,
+    /// Whether [`Round::end`] ran.
+    ended: bool,
+}
+
+impl Drop for Round {
+    fn drop(&mut self) {
+        // Dropped unended: its call was cancelled, which ends the run too.
+        if !self.ended
+            && let Some(journal) = &self.gate.journal
+        {
+            journal.finish_later();
+        }
+    }
 }
 
 /// Why a round could not begin.
@@ -65,7 +84,7 @@ pub struct RoundError(pub String);
 
 impl Approvals {
     /// Begins the approval session of one run of `code` by `caller`. A retry's request
-    /// state must be this server's, for this code and caller, unexpired and unused.
+    /// state must be this deployment's, for this code and caller, unexpired and unused.
     pub async fn begin(
         &self,
         caller: &Caller,
@@ -89,48 +108,27 @@ impl Approvals {
         // within the execution: it has none either.
         let chained = !dry_run && (retry || matches!(channel, Channel::Page) && approver.is_some());
         let turn = match chained {
-            true => Some(self.turn(caller, &digest).await?),
+            true => Some(self.turn(&digest).await?),
             false => None,
         };
-        let mut carried = None;
-        let chain = match (chained, channel) {
-            (false, _) => None,
-            (
-                true,
-                Channel::Retry {
-                    state: Some(state),
-                    responses,
-                },
-            ) => {
-                let opened = self
-                    .states()?
-                    .open(&digest, &state, responses.as_ref())
-                    .map_err(RoundError)?;
-                let entries = opened.carried.journal.clone();
-                let (journal, published) = self.store.adopt(caller, &digest, entries);
-                carried = Some((opened.carried, RETRY_CHANNEL, opened.asked_again));
-                Some(Chained { journal, published })
-            }
-            (true, channel) => {
-                let name = match channel {
-                    Channel::Retry { .. } => RETRY_CHANNEL,
-                    _ => PAGE_CHANNEL,
-                };
-                carried = Some((Carried::default(), name, None));
-                Some(match self.store.join(caller, &digest) {
-                    Some(journal) => Chained {
-                        journal,
-                        published: true,
-                    },
-                    None => Chained {
-                        journal: journal::shared(Vec::new()),
-                        published: false,
-                    },
-                })
-            }
+        let mut carried_by = None;
+        let journal = match dry_run {
+            // A dry run sends no write: it neither continues nor leaves a journal.
+            true => None,
+            false => Some(
+                self.journal(caller, &digest, chained, channel, &mut carried_by)
+                    .await?,
+            ),
         };
-        let gate = Gate::new(self.clone(), caller.clone(), code, approver, chain, dry_run);
-        if let Some((carried, channel, asked_again)) = carried {
+        let gate = Gate::new(
+            self.clone(),
+            caller.clone(),
+            code,
+            approver,
+            journal,
+            dry_run,
+        );
+        if let Some((carried, channel, asked_again)) = carried_by {
             gate.carry(carried, channel, asked_again);
         }
         Ok(Round {
@@ -138,20 +136,97 @@ impl Approvals {
             retry,
             approvals: self.clone(),
             _turn: turn,
+            ended: false,
         })
     }
 
-    /// Waits for this caller's turn to run this code, a while.
-    async fn turn(&self, caller: &Caller, digest: &str) -> Result<Turn, RoundError> {
-        tokio::time::timeout(TURN_WAIT, self.store.turn(caller, digest))
+    /// The journal of a run of the code with digest `digest`: its chain's when it continues
+    /// one (a retry's request state, or a chain of the page or retries kept in the store),
+    /// else its own; either way it takes over the writes of runs of the same code that
+    /// stopped unfinished. What a chained run carries from earlier rounds goes to `carried`.
+    async fn journal(
+        &self,
+        caller: &Caller,
+        digest: &str,
+        chained: bool,
+        channel: Channel,
+        carried: &mut Option<(Carried, &'static str, Option<String>)>,
+    ) -> Result<Arc<RunJournal>, RoundError> {
+        let store = self.store.clone();
+        let lease = self.claim_lease();
+        let unavailable = |error: &dyn std::fmt::Display| {
+            RoundError(format!(
+                "the approvals of this code cannot be read now ({error}); run it again shortly"
+            ))
+        };
+        let adopted = store
+            .adopt_unfinished(digest)
             .await
-            .map_err(|_| {
-                RoundError(format!(
-                    "this code is still running for this caller (another call of the same code, \
-                     for {} s now); run it again once that one has finished",
-                    TURN_WAIT.as_secs()
-                ))
-            })
+            .map_err(|e| unavailable(&e))?
+            .0;
+        let own = |entries: Vec<Sent>| RunJournal::own(store.clone(), digest, entries, lease);
+        if !chained {
+            return own(adopted).await.map_err(|e| unavailable(&e));
+        }
+        let (entries, joined) = match channel {
+            Channel::Retry {
+                state: Some(state),
+                responses,
+            } => {
+                let opened = self
+                    .states()?
+                    .open(store.state(), digest, &state, responses.as_ref())
+                    .await
+                    .map_err(RoundError)?;
+                let mut entries = opened.carried.journal.clone();
+                entries.extend(adopted);
+                *carried = Some((opened.carried, RETRY_CHANNEL, opened.asked_again));
+                (entries, true)
+            }
+            channel => {
+                let name = match channel {
+                    Channel::Retry { .. } => RETRY_CHANNEL,
+                    _ => PAGE_CHANNEL,
+                };
+                *carried = Some((Carried::default(), name, None));
+                let joined = store
+                    .join(caller, digest)
+                    .await
+                    .map_err(|e| unavailable(&e))?;
+                (adopted, joined)
+            }
+        };
+        if !joined {
+            return own(entries).await.map_err(|e| unavailable(&e));
+        }
+        match store.publish(caller, digest, entries.clone(), false).await {
+            Ok(()) => Ok(RunJournal::chained(store, digest, lease)),
+            // Past the bounds: the writes still answer this run, from its own journal.
+            Err(StoreError::Full(_)) => own(entries).await.map_err(|e| unavailable(&e)),
+            Err(StoreError::State(error)) => Err(unavailable(&error)),
+        }
+    }
+
+    /// How long a write's claim may last: the longest a run can take to send it, its waits
+    /// for humans included.
+    fn claim_lease(&self) -> Duration {
+        self.timeout + CLAIM_MARGIN
+    }
+
+    /// Waits for this caller's turn to run this code, a while.
+    async fn turn(&self, digest: &str) -> Result<Turn, RoundError> {
+        let turn = self.store.turn(digest, TURN_WAIT).await.map_err(|error| {
+            RoundError(format!(
+                "this code's turn to run cannot be taken now ({error}); run it again shortly"
+            ))
+        })?;
+        turn.ok_or_else(|| {
+            RoundError(format!(
+                "this code is still running for this caller (another call of the same code, \
+                 for {} s now); run it again once that one has finished",
+                TURN_WAIT.as_secs()
+            ))
+        })
     }
 
     /// The gate of a run with no human to ask (`sdkbox exec`, tests): writes under `approve`
@@ -176,17 +251,39 @@ impl Round {
 
     /// Ends the round, once the execution has: a 2026-07-28 round with questions asked
     /// outside it asks the client (with what the next round needs, sealed); every other
-    /// round is complete. A chain stays in the store for the runs that continue it.
-    pub fn end(self) -> Result<Ending, RoundError> {
+    /// round is complete. A chain stays in the store for the runs that continue it; one whose
+    /// run asked nothing more waits for nothing (its room may be taken).
+    pub async fn end(mut self) -> Result<Ending, RoundError> {
+        self.ended = true;
         let waiting = self.gate.waiting();
+        if let Some(journal) = &self.gate.journal {
+            let done = match journal.published().await {
+                true if waiting.is_empty() => self.approvals.store.rest(self.gate.code()).await,
+                true => Ok(()),
+                false => journal.finish().await,
+            };
+            if let Err(error) = done {
+                tracing::warn!(%error, "a run's journal could not be closed");
+            }
+        }
         if !self.retry || waiting.is_empty() {
             return Ok(Ending::Complete);
         }
         let questions: Vec<_> = waiting.into_iter().map(|w| (w.ask, w.key)).collect();
+        let carried = self
+            .gate
+            .carried()
+            .await
+            .map_err(|e| RoundError(e.to_string()))?;
         let required = self
             .approvals
             .states()?
-            .input_required(self.gate.code(), &questions, self.gate.carried())
+            .input_required(
+                self.gate.code(),
+                &questions,
+                carried,
+                self.approvals.store.state().epoch(),
+            )
             .map_err(RoundError)?;
         Ok(Ending::InputRequired(required))
     }

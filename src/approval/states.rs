@@ -2,15 +2,14 @@
 //! (the writes asked about, decisions not used yet, the journal), sealed with HMAC by rmcp's
 //! `RequestStateCodec`, bound to the caller's code digest and expiring.
 //!
-//! A state answers one retry. Its serial number is remembered once it is opened; a state is
-//! also marked with the epoch of the process that sealed it (random at each start). A state
-//! from another epoch (a restart, or another replica sharing `--approval-key-env`), or one
-//! whose serial was forgotten to keep memory bounded, cannot be proved unused: its journal is
-//! still honoured (no write it records is sent again), but its approvals are not, and the
-//! human is asked again. So no state approves a write twice.
+//! A state answers one retry, on whichever replica it lands: its serial (random) is spent in
+//! the state store when it is opened, once. A state is also marked with the store's epoch: a
+//! state of another epoch (the store lost its records: a restart with the memory store, a
+//! flushed Redis) cannot be proved unused: its journal is still honoured (no write it records
+//! is sent again), but its approvals are not, and the human is asked again. So no state
+//! approves a write twice.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rmcp::model::{
@@ -23,15 +22,11 @@ use super::ask::{Answer, Ask, Fingerprint, random_hex};
 use super::journal::{Key, Sent};
 use super::mcp::{answer, form};
 use crate::answer::MAX_ANSWER_BYTES;
-use crate::lock::lock;
+use crate::state::{Spent, StateStore};
 
 /// Writes one input-required result asks about at most; others ask again on the retry. The
 /// result as a whole is held to [`MAX_ANSWER_BYTES`]: past it, fewer are asked.
 const MAX_ASKED: usize = 4;
-
-/// Serials remembered at most; past this, the oldest are forgotten and states up to them
-/// count as foreign (their approvals are asked again).
-const MAX_USED: usize = 10_000;
 
 /// What one round of a code hands the next: decisions not used yet, and the writes sent.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -49,10 +44,10 @@ pub struct Carried {
 /// What a sealed request state carries.
 #[derive(Debug, Serialize, Deserialize)]
 struct Sealed {
-    /// The process that sealed it.
+    /// The epoch of the store it was sealed under.
     epoch: String,
-    /// Its number in that process: a state is opened once.
-    serial: u64,
+    /// Its serial: a state is opened once.
+    serial: String,
     /// The writes asked about, by the key of their question.
     writes: Vec<(String, Key)>,
     carried: Carried,
@@ -71,18 +66,6 @@ pub struct Opened {
 pub struct RequestStates {
     codec: RequestStateCodec,
     lifetime: Duration,
-    epoch: String,
-    used: Mutex<Used>,
-}
-
-#[derive(Default)]
-struct Used {
-    next: u64,
-    /// Serials opened, with when their states expire.
-    opened: BTreeMap<u64, tokio::time::Instant>,
-    by_expiry: BTreeSet<(tokio::time::Instant, u64)>,
-    /// States up to this serial may have been opened and forgotten.
-    forgotten_up_to: Option<u64>,
 }
 
 impl RequestStates {
@@ -90,28 +73,19 @@ impl RequestStates {
     /// for `lifetime`.
     pub fn new(key: &[u8], lifetime: Duration) -> Result<Self, String> {
         let codec = RequestStateCodec::try_new(key.to_vec()).map_err(|e| e.to_string())?;
-        let epoch = random_hex(16).ok_or("no randomness for the request-state epoch")?;
-        Ok(Self {
-            codec,
-            lifetime,
-            epoch,
-            used: Mutex::default(),
-        })
+        Ok(Self { codec, lifetime })
     }
 
     /// The input-required result asking about `waiting` writes of the code with this digest,
-    /// carrying what this round hands the next.
+    /// carrying what this round hands the next, sealed under the store's `epoch`.
     pub fn input_required(
         &self,
         code: &str,
         waiting: &[(Ask, Key)],
         carried: Carried,
+        epoch: &str,
     ) -> Result<InputRequiredResult, String> {
-        let serial = {
-            let mut used = lock(&self.used);
-            used.next += 1;
-            used.next
-        };
+        let serial = random_hex(16).ok_or("no randomness for a request state")?;
         // As many questions as fit in one answer with the state; the others are asked on the
         // retry (at least one always fits: a question and the journal are bounded).
         let mut asked = waiting.len().min(MAX_ASKED);
@@ -127,8 +101,8 @@ impl RequestStates {
                 writes.push((key, write.clone()));
             }
             let sealed = Sealed {
-                epoch: self.epoch.clone(),
-                serial,
+                epoch: epoch.to_owned(),
+                serial: serial.clone(),
                 writes,
                 carried: carried.clone(),
             };
@@ -153,10 +127,12 @@ impl RequestStates {
         }
     }
 
-    /// Reads a retry: the state must be ours, unexpired and for this code, and unused; each
-    /// accepted answer approves its write, any other answer (or none) denies it.
-    pub fn open(
+    /// Reads a retry: the state must be ours, unexpired and for this code, and unused (spent
+    /// in `store` now); each accepted answer approves its write, any other answer (or none)
+    /// denies it.
+    pub async fn open(
         &self,
+        store: &StateStore,
         code: &str,
         state: &str,
         responses: Option<&InputResponses>,
@@ -170,7 +146,7 @@ impl RequestStates {
                      it expired ({e}); run the code again without it"
                 )
             })?;
-        let asked_again = self.spend(&sealed)?;
+        let asked_again = self.spend(store, &sealed).await?;
         let mut carried = sealed.carried;
         for (key, write) in sealed.writes {
             let result = responses
@@ -201,52 +177,27 @@ impl RequestStates {
     }
 
     /// Marks a state used. A state seen before is refused; one that cannot be proved unused
-    /// (another epoch, a forgotten serial) is accepted with its approvals dropped, and this
-    /// says why.
-    fn spend(&self, sealed: &Sealed) -> Result<Option<String>, String> {
-        if sealed.epoch != self.epoch {
-            return Ok(Some(
-                "the answer came back to another server instance, or after a restart, which \
-                 cannot tell whether it was used already"
-                    .to_owned(),
-            ));
-        }
-        let mut used = lock(&self.used);
-        let now = tokio::time::Instant::now();
-        // States past their lifetime no longer open: their serials need not be kept.
-        while let Some(&(expires, serial)) = used.by_expiry.first()
-            && expires <= now
-        {
-            used.by_expiry.pop_first();
-            used.opened.remove(&serial);
-        }
-        if used.opened.contains_key(&sealed.serial) {
-            return Err(
+    /// (another epoch of the store) is accepted with its approvals dropped, and this says why.
+    async fn spend(&self, store: &StateStore, sealed: &Sealed) -> Result<Option<String>, String> {
+        let spent = store
+            .spend(&sealed.epoch, &sealed.serial, self.lifetime)
+            .await
+            .map_err(|error| {
+                format!("the approvals cannot be checked now ({error}); retry shortly")
+            })?;
+        match spent {
+            Spent::Fresh => Ok(None),
+            Spent::Used => Err(
                 "this requestState was already used: each approval answers one retry; run the \
                  code again without it"
                     .to_owned(),
-            );
-        }
-        if used
-            .forgotten_up_to
-            .is_some_and(|up_to| sealed.serial <= up_to)
-        {
-            return Ok(Some(
-                "the server had to forget which answers were used to stay within its memory"
+            ),
+            Spent::Foreign => Ok(Some(
+                "the server's state store was restarted or lost its records since the question \
+                 was asked, so nobody can tell whether the answer was used already"
                     .to_owned(),
-            ));
+            )),
         }
-        if used.opened.len() >= MAX_USED
-            && let Some((&oldest, &expires)) = used.opened.iter().next()
-        {
-            used.opened.remove(&oldest);
-            used.by_expiry.remove(&(expires, oldest));
-            used.forgotten_up_to = Some(used.forgotten_up_to.unwrap_or(0).max(oldest));
-        }
-        let expires = now + self.lifetime;
-        used.opened.insert(sealed.serial, expires);
-        used.by_expiry.insert((expires, sealed.serial));
-        Ok(None)
     }
 }
 
@@ -278,28 +229,69 @@ mod tests {
         .into()
     }
 
-    #[test]
-    fn a_request_state_answers_one_retry_for_its_own_code_only() {
+    #[tokio::test]
+    async fn a_request_state_answers_one_retry_for_its_own_code_only() {
+        let store = StateStore::memory("t");
         let states = RequestStates::new(&[7; 32], Duration::from_secs(60)).unwrap();
         let required = states
-            .input_required("code", &waiting(), Carried::default())
+            .input_required("code", &waiting(), Carried::default(), store.epoch())
             .unwrap();
         let state = required.request_state.unwrap();
-        assert!(states.open("other code", &state, Some(&yes())).is_err());
-        let opened = states.open("code", &state, Some(&yes())).unwrap();
+        assert!(
+            states
+                .open(&store, "other code", &state, Some(&yes()))
+                .await
+                .is_err()
+        );
+        let opened = states
+            .open(&store, "code", &state, Some(&yes()))
+            .await
+            .unwrap();
         assert_eq!(opened.carried.approved, [write("w")]);
         assert!(opened.asked_again.is_none());
-        let again = states.open("code", &state, Some(&yes())).unwrap_err();
+        let again = states
+            .open(&store, "code", &state, Some(&yes()))
+            .await
+            .unwrap_err();
         assert!(again.contains("already used"), "{again}");
         let mut forged = state.clone();
         forged.push('x');
-        assert!(states.open("code", &forged, Some(&yes())).is_err());
+        assert!(
+            states
+                .open(&store, "code", &forged, Some(&yes()))
+                .await
+                .is_err()
+        );
     }
 
-    #[test]
-    fn after_a_restart_a_state_keeps_its_journal_and_loses_its_approvals() {
+    #[tokio::test]
+    async fn a_state_sealed_by_one_replica_is_spent_once_by_any_replica_of_the_deployment() {
+        let store = StateStore::memory("t");
+        let one = RequestStates::new(&[7; 32], Duration::from_secs(60)).unwrap();
+        let other = RequestStates::new(&[7; 32], Duration::from_secs(60)).unwrap();
+        let state = one
+            .input_required("code", &waiting(), Carried::default(), store.epoch())
+            .unwrap()
+            .request_state
+            .unwrap();
+        let opened = other
+            .open(&store, "code", &state, Some(&yes()))
+            .await
+            .unwrap();
+        assert_eq!(opened.carried.approved, [write("w")]);
+        assert!(opened.asked_again.is_none());
+        let again = one
+            .open(&store, "code", &state, Some(&yes()))
+            .await
+            .unwrap_err();
+        assert!(again.contains("already used"), "{again}");
+    }
+
+    #[tokio::test]
+    async fn after_the_store_lost_its_records_a_state_keeps_its_journal_and_loses_its_approvals() {
         let key = [9; 32];
-        let before = RequestStates::new(&key, Duration::from_secs(60)).unwrap();
+        let before = StateStore::memory("t");
+        let states = RequestStates::new(&key, Duration::from_secs(60)).unwrap();
         let carried = Carried {
             journal: vec![Sent {
                 key: write("sent"),
@@ -307,17 +299,20 @@ mod tests {
             }],
             ..Carried::default()
         };
-        let state = before
-            .input_required("code", &waiting(), carried)
+        let state = states
+            .input_required("code", &waiting(), carried, before.epoch())
             .unwrap()
             .request_state
             .unwrap();
-        let after = RequestStates::new(&key, Duration::from_secs(60)).unwrap();
+        let after = StateStore::memory("t");
         for _ in 0..2 {
-            let opened = after.open("code", &state, Some(&yes())).unwrap();
+            let opened = states
+                .open(&after, "code", &state, Some(&yes()))
+                .await
+                .unwrap();
             assert!(opened.carried.approved.is_empty());
             assert_eq!(opened.carried.journal.len(), 1);
-            assert!(opened.asked_again.unwrap().contains("restart"));
+            assert!(opened.asked_again.unwrap().contains("restarted"));
         }
     }
 
@@ -345,7 +340,9 @@ mod tests {
             }],
             ..Carried::default()
         };
-        let required = states.input_required("code", &waiting, carried).unwrap();
+        let required = states
+            .input_required("code", &waiting, carried, "epoch")
+            .unwrap();
         let size = serde_json::to_vec(&required).unwrap().len();
         assert!(size <= MAX_ANSWER_BYTES, "{size}");
         assert!(!required.input_requests.unwrap().is_empty());

@@ -1,19 +1,19 @@
-//! What approvals given outside an execution leave between executions, per caller: the
-//! chains of runs of one code (page or 2026-07-28 retry), each with its journal (the writes
-//! already sent) and the decisions given on the page. Bounded per caller and in all. Nothing
-//! of one caller is ever evicted to make room for another's, nor a chain still waiting for a
-//! decision: past its own bound a caller's chain finished the longest ago goes (a re-run of
-//! that code is then a new run); past every bound, a new question is refused, and says why.
+//! What approvals given outside an execution leave between executions, per caller, in the
+//! state store (so every replica sees the same): the chains of runs of one code (page or
+//! 2026-07-28 retry), each with its journal (the writes already sent, and those being sent
+//! now, claimed by the replica sending them) and the decisions given on the page; and whose
+//! turn it is to run a caller's code. Bounded per caller and in all. Nothing of one caller is
+//! ever evicted to make room for another's, nor a chain still waiting for a decision: past
+//! its own bound a caller's chain finished the longest ago goes (a re-run of that code is
+//! then a new run); past every bound, a new question is refused, and says why.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::time::Instant;
+use serde::{Deserialize, Serialize};
 
 use super::caller::Caller;
-use super::journal::{Key, Sent, SharedJournal};
-use crate::lock::lock;
+use super::journal::{Fate, Hold, Journal, Key, Lookup, Sent};
+use crate::state::{Change, StateError, StateStore};
 
 /// How long a decision given on the page waits for its re-run.
 pub const GRANT_LIFETIME: Duration = Duration::from_secs(600);
@@ -32,8 +32,14 @@ const MAX_CHAINS: usize = 1_024;
 /// asking again).
 const MAX_GRANTS_PER_CHAIN: usize = 64;
 
+/// How long a turn lasts unless its holder renews it (a replica that stopped renews nothing),
+/// and how often the holder does.
+const TURN_LEASE: Duration = Duration::from_secs(30);
+const TURN_RENEWAL: Duration = Duration::from_secs(10);
+
 /// What a decision given on the page lets through.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Granted {
     /// Exactly this request, once.
     One(Key),
@@ -58,245 +64,582 @@ pub enum Standing {
     Open,
 }
 
-/// Why a chain could not be kept.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct Full(String);
+/// Why a chain or a decision could not be kept.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// Past a bound; says which and what to do.
+    #[error("{0}")]
+    Full(String),
+    /// The state store failed.
+    #[error(transparent)]
+    State(#[from] StateError),
+}
 
-#[derive(Debug)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Grant {
     granted: Granted,
     by: String,
-    expires: Instant,
+    expires_ms: u64,
 }
 
+/// A record that holds a journal (a chain, or one run's own).
+trait Journaled: Serialize + serde::de::DeserializeOwned + Default {
+    fn journal(&mut self) -> &mut Journal;
+}
+
+impl Journaled for Chain {
+    fn journal(&mut self) -> &mut Journal {
+        &mut self.journal
+    }
+}
+
+impl Journaled for Run {
+    fn journal(&mut self) -> &mut Journal {
+        &mut self.journal
+    }
+}
+
+/// One run's own journal as stored, until its first question leaves (then it becomes its
+/// code's chain) or it ends (then it goes): a run whose replica stopped leaves it behind,
+/// and the next run of the same code by the same caller adopts it.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Run {
+    journal: Journal,
+    /// The replica running it.
+    replica: String,
+    /// When it has certainly ended.
+    until_ms: u64,
+}
+
+/// A run's writes left behind by a run that ended without finishing (its replica stopped),
+/// which a later run of the same code continues.
+pub struct Adopted(pub Vec<Sent>);
+
+/// Runs of one code (by one caller) that may be unfinished at once; past it, a write of one
+/// more is refused.
+const MAX_RUNS_PER_CODE: usize = 64;
+
+/// One chain as stored.
+#[derive(Debug, Default, Serialize, Deserialize)]
 struct Chain {
-    journal: SharedJournal,
+    journal: Journal,
+    #[serde(default)]
     grants: Vec<Grant>,
-    expires: Instant,
     /// Until when a question of it may still be answered: till then it is waiting.
-    waiting_until: Instant,
+    waiting_until_ms: u64,
+    /// When it was last run or changed.
+    touched_ms: u64,
 }
 
-type Turns = Arc<Mutex<HashMap<(Caller, String), Arc<tokio::sync::Mutex<()>>>>>;
-
-/// The chains of one server, and whose turn it is to run each caller's code; clones share
-/// them.
-#[derive(Clone, Default)]
+/// The chains of one deployment, and whose turn it is to run each caller's code; clones
+/// share them.
+#[derive(Clone)]
 pub struct Store {
-    chains: Arc<Mutex<HashMap<(Caller, String), Chain>>>,
-    turns: Turns,
+    state: StateStore,
 }
 
 /// One caller's turn to run one code: runs of the same code by the same caller that may
-/// continue a chain go one after another, so that two never claim a chain's writes at once.
+/// continue a chain go one after another, on whichever replica, so that two never claim a
+/// chain's writes at once. Held until dropped (renewed meanwhile).
 pub struct Turn {
-    key: (Caller, String),
-    lock: Arc<tokio::sync::Mutex<()>>,
-    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
-    turns: Turns,
+    state: StateStore,
+    key: String,
+    token: String,
+    renewal: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for Turn {
     fn drop(&mut self) {
-        self.guard.take();
-        let mut turns = lock(&self.turns);
-        // Only the map and this turn hold it: nobody waits; it goes.
-        if Arc::strong_count(&self.lock) <= 2 {
-            turns.remove(&self.key);
+        self.renewal.abort();
+        let (state, key, token) = (self.state.clone(), self.key.clone(), self.token.clone());
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = state.delete_if(&key, &token).await;
+            });
         }
     }
 }
 
+fn chain_key(code: &str) -> String {
+    format!("chain:{code}")
+}
+
+fn run_key(run: &str) -> String {
+    format!("run:{run}")
+}
+
+fn runs_of(code: &str) -> String {
+    format!("runs:{code}")
+}
+
+fn chains_of(caller: &Caller) -> String {
+    format!("chains-of:{}", caller.id())
+}
+
 impl Store {
-    /// Waits for this caller's turn to run this code.
-    pub async fn turn(&self, caller: &Caller, code: &str) -> Turn {
-        let key = (caller.clone(), code.to_owned());
-        let turn = lock(&self.turns).entry(key.clone()).or_default().clone();
-        let guard = turn.clone().lock_owned().await;
-        Turn {
-            key,
-            lock: turn,
-            guard: Some(guard),
-            turns: self.turns.clone(),
-        }
+    /// The chains kept in `state`.
+    pub fn new(state: StateStore) -> Self {
+        Self { state }
     }
 
-    /// The chain of this caller's code, with these writes recorded (from a request state):
-    /// the chain kept here, with them added, or a new one; one of its own, not kept, past the
-    /// bounds (the writes still answer this run).
-    pub fn adopt(&self, caller: &Caller, code: &str, entries: Vec<Sent>) -> (SharedJournal, bool) {
-        let journal = super::journal::shared(Vec::new());
-        lock(&journal).merge(entries);
-        match self.publish(caller, code, &journal) {
-            Ok(kept) => {
-                if !Arc::ptr_eq(&kept, &journal) {
-                    let entries = lock(&journal).snapshot();
-                    lock(&kept).merge(entries);
-                }
-                (kept, true)
+    /// The state store they are kept in.
+    pub fn state(&self) -> &StateStore {
+        &self.state
+    }
+
+    /// Waits up to `wait` for the turn to run the code with digest `code`; `None` when
+    /// another run kept it all that time.
+    pub async fn turn(&self, code: &str, wait: Duration) -> Result<Option<Turn>, StateError> {
+        let key = format!("turn:{code}");
+        let token = crate::approval::random_hex(12)
+            .ok_or_else(|| StateError::Unavailable("no randomness for a turn".into()))?;
+        let until = tokio::time::Instant::now() + wait;
+        let mut pause = Duration::from_millis(20);
+        while !self.state.put_new(&key, &token, TURN_LEASE).await? {
+            if tokio::time::Instant::now() + pause > until {
+                return Ok(None);
             }
-            Err(_) => (journal, false),
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(250));
         }
+        let (state, renewed) = (self.state.clone(), key.clone());
+        let renewal = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(TURN_RENEWAL).await;
+                let _ = state.expire(&renewed, TURN_LEASE).await;
+            }
+        });
+        Ok(Some(Turn {
+            state: self.state.clone(),
+            key,
+            token,
+            renewal,
+        }))
     }
 
-    /// The journal of the chain of this caller's code, if it has one: a run joins it.
-    pub fn join(&self, caller: &Caller, code: &str) -> Option<SharedJournal> {
-        let mut chains = self.live();
-        let chain = chains.get_mut(&(caller.clone(), code.to_owned()))?;
-        chain.expires = Instant::now() + CHAIN_LIFETIME;
-        Some(chain.journal.clone())
+    /// Whether the code with digest `code` has a chain; a run joins it (it lives on).
+    pub async fn join(&self, caller: &Caller, code: &str) -> Result<bool, StateError> {
+        let now = self.state.now_ms();
+        let found = self
+            .state
+            .update::<Chain, bool>(&chain_key(code), CHAIN_LIFETIME, |chain| match chain {
+                Some(mut chain) => {
+                    chain.touched_ms = now;
+                    Change::Write(chain, true)
+                }
+                None => Change::Keep(false),
+            })
+            .await?;
+        if found {
+            self.state
+                .admit(&chains_of(caller), code, CHAIN_LIFETIME, usize::MAX)
+                .await?;
+        }
+        Ok(found)
     }
 
-    /// Keeps `journal` as the chain of this caller's code, waiting for a question about to
-    /// be asked, or joins the chain another run of it made meanwhile (whose journal is
-    /// returned); refused past the bounds.
-    pub fn publish(
+    /// Keeps these writes (a request state's, or a run's before its first question leaves)
+    /// in the chain of the code with digest `code`, made if it has none (within the bounds),
+    /// which waits for a question about to be asked when `waiting`.
+    pub async fn publish(
         &self,
         caller: &Caller,
         code: &str,
-        journal: &SharedJournal,
-    ) -> Result<SharedJournal, Full> {
-        let mut chains = self.live();
-        let key = (caller.clone(), code.to_owned());
-        let now = Instant::now();
-        if let Some(chain) = chains.get_mut(&key) {
-            chain.expires = now + CHAIN_LIFETIME;
-            chain.waiting_until = now + GRANT_LIFETIME;
-            return Ok(chain.journal.clone());
+        entries: Vec<Sent>,
+        waiting: bool,
+    ) -> Result<(), StoreError> {
+        if !self.join(caller, code).await? {
+            self.room(caller, code).await?;
         }
-        room(&mut chains, caller)?;
-        chains.insert(key, new_chain(journal.clone(), now));
-        Ok(journal.clone())
+        let now = self.state.now_ms();
+        self.state
+            .update::<Chain, ()>(&chain_key(code), CHAIN_LIFETIME, |chain| {
+                let mut chain = chain.unwrap_or_default();
+                chain.journal.merge(entries.clone());
+                chain.touched_ms = now;
+                if waiting {
+                    chain.waiting_until_ms = now + GRANT_LIFETIME.as_millis() as u64;
+                }
+                Change::Write(chain, ())
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// The chain of `code` waits for no question any more: its last run asked none.
+    pub async fn rest(&self, code: &str) -> Result<(), StateError> {
+        self.state
+            .update::<Chain, ()>(&chain_key(code), CHAIN_LIFETIME, |chain| match chain {
+                Some(mut chain) if chain.waiting_until_ms > 0 => {
+                    chain.waiting_until_ms = 0;
+                    Change::Write(chain, ())
+                }
+                _ => Change::Keep(()),
+            })
+            .await
     }
 
     /// Records a decision given on the page for a request of this caller's code.
-    pub fn give(
+    pub async fn give(
         &self,
         caller: &Caller,
         code: &str,
         granted: Granted,
         by: &str,
-    ) -> Result<(), Full> {
-        let mut chains = self.live();
-        let key = (caller.clone(), code.to_owned());
-        if !chains.contains_key(&key) {
-            room(&mut chains, caller)?;
-        }
-        let now = Instant::now();
-        let chain = chains
-            .entry(key)
-            .or_insert_with(|| new_chain(super::journal::shared(Vec::new()), now));
-        chain.grants.retain(|g| g.expires > now);
-        if chain.grants.len() >= MAX_GRANTS_PER_CHAIN {
-            chain.grants.remove(0);
-        }
-        chain.grants.push(Grant {
-            granted,
-            by: by.to_owned(),
-            expires: now + GRANT_LIFETIME,
-        });
+    ) -> Result<(), StoreError> {
+        self.publish(caller, code, Vec::new(), false).await?;
+        let now = self.state.now_ms();
+        self.state
+            .update::<Chain, ()>(&chain_key(code), CHAIN_LIFETIME, |chain| {
+                let mut chain = chain.unwrap_or_default();
+                chain.grants.retain(|g| g.expires_ms > now);
+                if chain.grants.len() >= MAX_GRANTS_PER_CHAIN {
+                    chain.grants.remove(0);
+                }
+                chain.grants.push(Grant {
+                    granted: granted.clone(),
+                    by: by.to_owned(),
+                    expires_ms: now + GRANT_LIFETIME.as_millis() as u64,
+                });
+                Change::Write(chain, ())
+            })
+            .await?;
         Ok(())
     }
 
-    /// Takes the decision about this request of this caller's code, if there is one. "Every
-    /// write" answers writes only.
-    pub fn take(&self, caller: &Caller, code: &str, key: &Key, write: bool) -> Standing {
-        let mut chains = self.live();
-        let Some(chain) = chains.get_mut(&(caller.clone(), code.to_owned())) else {
-            return Standing::Open;
-        };
-        let now = Instant::now();
-        chain.grants.retain(|g| g.expires > now);
-        // A denial of this request wins over any approval, "every write" included.
-        let denied = |g: &Grant| matches!(&g.granted, Granted::Denied(k) if k.fingerprint == key.fingerprint);
-        let approved = |g: &Grant| match &g.granted {
-            Granted::One(k) => k.fingerprint == key.fingerprint,
-            Granted::All => write,
-            Granted::Denied(_) => false,
-        };
-        let found = chain
-            .grants
-            .iter()
-            .position(denied)
-            .or_else(|| chain.grants.iter().position(approved));
-        let Some(at) = found else {
-            let elsewhere = chain
-                .grants
-                .iter()
-                .any(|g| matches!(&g.granted, Granted::One(k) if k.same_place(key)));
-            return match elsewhere {
-                true => Standing::Differs,
-                false => Standing::Open,
-            };
-        };
-        let grant = chain.grants.remove(at);
-        match grant.granted {
-            Granted::One(_) => Standing::Approved(grant.by),
-            Granted::All => Standing::ApprovedAll(grant.by),
-            Granted::Denied(_) => Standing::Denied(grant.by),
-        }
+    /// Takes the decision about this request of this code, if there is one. "Every write"
+    /// answers writes only.
+    pub async fn take(&self, code: &str, key: &Key, write: bool) -> Result<Standing, StateError> {
+        let now = self.state.now_ms();
+        self.state
+            .update::<Chain, Standing>(&chain_key(code), CHAIN_LIFETIME, |chain| {
+                let Some(mut chain) = chain else {
+                    return Change::Keep(Standing::Open);
+                };
+                chain.grants.retain(|g| g.expires_ms > now);
+                match take_grant(&mut chain.grants, key, write) {
+                    Standing::Open => Change::Keep(Standing::Open),
+                    Standing::Differs => Change::Keep(Standing::Differs),
+                    taken => Change::Write(chain, taken),
+                }
+            })
+            .await
     }
 
-    /// The chains, those past their lifetime removed.
-    fn live(&self) -> std::sync::MutexGuard<'_, HashMap<(Caller, String), Chain>> {
-        let mut chains = lock(&self.chains);
-        let now = Instant::now();
-        chains.retain(|_, chain| chain.expires > now);
-        chains
+    /// Claims `key` in the chain of `code` for this replica until `until_ms` (when its run
+    /// has certainly ended), unless the journal knows it: [`Lookup::New`] means it is
+    /// claimed. Claims of runs that ended without settling them (their replica stopped, or
+    /// their time is up) count as writes that may have been sent.
+    pub async fn claim(&self, code: &str, key: &Key, until_ms: u64) -> Result<Lookup, StateError> {
+        self.claim_in::<Chain>(&chain_key(code), key, until_ms)
+            .await
     }
-}
 
-/// A chain of `journal`, waiting for the question about to be asked.
-fn new_chain(journal: SharedJournal, now: Instant) -> Chain {
-    Chain {
-        journal,
-        grants: Vec::new(),
-        expires: now + CHAIN_LIFETIME,
-        waiting_until: now + GRANT_LIFETIME,
-    }
-}
-
-/// Makes room for one more chain of `caller`: past its own bound, its chain finished the
-/// longest ago goes; a chain still waiting, or another caller's, never does.
-fn room(chains: &mut HashMap<(Caller, String), Chain>, caller: &Caller) -> Result<(), Full> {
-    let now = Instant::now();
-    let own = chains.keys().filter(|(c, _)| c == caller).count();
-    if own >= MAX_CHAINS_PER_CALLER {
-        let finished = chains
-            .iter()
-            .filter(|((c, _), chain)| c == caller && chain.waiting_until <= now)
-            .min_by_key(|(_, chain)| chain.expires)
-            .map(|(key, _)| key.clone());
-        match finished {
-            Some(key) => {
-                chains.remove(&key);
+    /// Claims `key` in run `run`'s own journal (of the code with digest `code`), made at its
+    /// first claim.
+    pub async fn claim_in_run(
+        &self,
+        run: &str,
+        code: &str,
+        key: &Key,
+        until_ms: u64,
+    ) -> Result<Lookup, StateError> {
+        let record = run_key(run);
+        if self.state.get(&record).await?.is_none() {
+            if !self
+                .state
+                .admit(&runs_of(code), run, CHAIN_LIFETIME, MAX_RUNS_PER_CODE)
+                .await?
+            {
+                return Ok(Lookup::Full);
             }
-            None => {
-                return Err(Full(format!(
-                    "this caller already has {own} scripts waiting for decisions; ask the user \
-                     to decide those first (or wait for them to expire after {} minutes)",
+            let fresh = Run {
+                journal: Journal::default(),
+                replica: self.state.replica().to_owned(),
+                until_ms,
+            };
+            let text =
+                serde_json::to_string(&fresh).map_err(|e| StateError::Unreadable(e.to_string()))?;
+            self.state.put_new(&record, &text, CHAIN_LIFETIME).await?;
+        }
+        self.claim_in::<Run>(&record, key, until_ms).await
+    }
+
+    async fn claim_in<T: Journaled>(
+        &self,
+        record: &str,
+        key: &Key,
+        until_ms: u64,
+    ) -> Result<Lookup, StateError> {
+        let held: Option<T> = self.state.read(record).await?;
+        let mut stopped = Vec::new();
+        for replica in held.map(|mut r| r.journal().holders()).unwrap_or_default() {
+            if !self.state.alive(&replica).await? {
+                stopped.push(replica);
+            }
+        }
+        let now = self.state.now_ms();
+        let replica = self.state.replica().to_owned();
+        self.state
+            .update::<T, Lookup>(record, CHAIN_LIFETIME, |held| {
+                let mut held = held.unwrap_or_default();
+                let journal = held.journal();
+                journal
+                    .expire_holds(&|hold| hold.until_ms <= now || stopped.contains(&hold.replica));
+                let found = journal.lookup(key);
+                if matches!(found, Lookup::New) {
+                    journal.hold(Hold {
+                        key: key.clone(),
+                        replica: replica.clone(),
+                        until_ms,
+                    });
+                }
+                Change::Write(held, found)
+            })
+            .await
+    }
+
+    /// Moves a claim a run made in its own journal into the chain of `code` (the run's
+    /// journal became the chain while the write was in flight); a write the chain knows
+    /// already stays as the chain knows it.
+    async fn hold(&self, code: &str, hold: Hold) -> Result<(), StateError> {
+        self.state
+            .update::<Chain, ()>(&chain_key(code), CHAIN_LIFETIME, |chain| {
+                let mut chain = chain.unwrap_or_default();
+                match chain.journal.lookup(&hold.key) {
+                    Lookup::New => {
+                        chain.journal.hold(hold.clone());
+                        Change::Write(chain, ())
+                    }
+                    _ => Change::Keep(()),
+                }
+            })
+            .await
+    }
+
+    /// Ends a claim of the chain of `code` (see `Journal::settle`).
+    pub async fn settle(
+        &self,
+        code: &str,
+        key: &Key,
+        fate: Option<Fate>,
+    ) -> Result<(), StateError> {
+        self.settle_in::<Chain>(&chain_key(code), key, fate).await
+    }
+
+    /// Ends a claim of run `run`'s own journal.
+    pub async fn settle_in_run(
+        &self,
+        run: &str,
+        key: &Key,
+        fate: Option<Fate>,
+    ) -> Result<(), StateError> {
+        self.settle_in::<Run>(&run_key(run), key, fate).await
+    }
+
+    async fn settle_in<T: Journaled>(
+        &self,
+        record: &str,
+        key: &Key,
+        fate: Option<Fate>,
+    ) -> Result<(), StateError> {
+        self.state
+            .update::<T, ()>(record, CHAIN_LIFETIME, |held| {
+                let mut held = held.unwrap_or_default();
+                held.journal().settle(key, fate.clone());
+                Change::Write(held, ())
+            })
+            .await
+    }
+
+    /// The journal of the chain of `code`, as the next round gets it.
+    pub async fn snapshot(&self, code: &str) -> Result<Vec<Sent>, StateError> {
+        let chain: Option<Chain> = self.state.read(&chain_key(code)).await?;
+        Ok(chain.map(|c| c.journal.snapshot()).unwrap_or_default())
+    }
+
+    /// Run `run`'s own journal as the next round gets it.
+    pub async fn run_snapshot(&self, run: &str) -> Result<Vec<Sent>, StateError> {
+        let held: Option<Run> = self.state.read(&run_key(run)).await?;
+        Ok(held.map(|r| r.journal.snapshot()).unwrap_or_default())
+    }
+
+    /// Moves run `run`'s own journal into the chain of `code`, made if it has none (within
+    /// the bounds): the writes it recorded, and its claims still in flight, which are then
+    /// settled in the chain.
+    pub async fn publish_run(
+        &self,
+        caller: &Caller,
+        code: &str,
+        run: &str,
+    ) -> Result<(), StoreError> {
+        let held: Option<Run> = self.state.read(&run_key(run)).await?;
+        let (entries, holds) = held.map(|r| r.journal.parts()).unwrap_or_default();
+        self.publish(caller, code, entries, true).await?;
+        for hold in holds {
+            self.hold(code, hold).await?;
+        }
+        self.finish_run(code, run).await?;
+        Ok(())
+    }
+
+    /// Starts run `run`'s own journal (of the code with digest `code`) with `entries`.
+    pub async fn start_run(
+        &self,
+        run: &str,
+        code: &str,
+        entries: Vec<Sent>,
+        until_ms: u64,
+    ) -> Result<(), StateError> {
+        self.state
+            .admit(&runs_of(code), run, CHAIN_LIFETIME, MAX_RUNS_PER_CODE)
+            .await?;
+        let record = Run {
+            journal: Journal::new(entries),
+            replica: self.state.replica().to_owned(),
+            until_ms,
+        };
+        let text =
+            serde_json::to_string(&record).map_err(|e| StateError::Unreadable(e.to_string()))?;
+        self.state.put(&run_key(run), &text, CHAIN_LIFETIME).await
+    }
+
+    /// Run `run` of the code with digest `code` ended: its own journal goes.
+    pub async fn finish_run(&self, code: &str, run: &str) -> Result<(), StateError> {
+        self.state.take(&run_key(run)).await?;
+        self.state.dismiss(&runs_of(code), run).await
+    }
+
+    /// The writes of runs of the code with digest `code` that ended without finishing (their
+    /// replica stopped, or their time is up), taken over: each such run is adopted once.
+    pub async fn adopt_unfinished(&self, code: &str) -> Result<Adopted, StateError> {
+        let now = self.state.now_ms();
+        let mut adopted = Vec::new();
+        for run in self.state.members(&runs_of(code)).await? {
+            let Some(held) = self.state.read::<Run>(&run_key(&run)).await? else {
+                self.state.dismiss(&runs_of(code), &run).await?;
+                continue;
+            };
+            if held.until_ms > now && self.state.alive(&held.replica).await? {
+                continue;
+            }
+            // Taken in one step: of two runs that find it, one continues it.
+            if let Some(text) = self.state.take(&run_key(&run)).await? {
+                let held: Run = serde_json::from_str(&text)
+                    .map_err(|e| StateError::Unreadable(format!("run {run}: {e}")))?;
+                let mut journal = held.journal;
+                journal.expire_holds(&|_| true);
+                adopted.extend(journal.snapshot());
+            }
+            self.state.dismiss(&runs_of(code), &run).await?;
+        }
+        Ok(Adopted(adopted))
+    }
+
+    /// Makes room for one more chain of `caller`: past its own bound, its chain finished the
+    /// longest ago goes; a chain still waiting, or another caller's, never does.
+    async fn room(&self, caller: &Caller, code: &str) -> Result<(), StoreError> {
+        let own = chains_of(caller);
+        if !self
+            .state
+            .admit(&own, code, CHAIN_LIFETIME, MAX_CHAINS_PER_CALLER)
+            .await?
+        {
+            self.drop_finished(caller).await?;
+            if !self
+                .state
+                .admit(&own, code, CHAIN_LIFETIME, MAX_CHAINS_PER_CALLER)
+                .await?
+            {
+                return Err(StoreError::Full(format!(
+                    "this caller already has {MAX_CHAINS_PER_CALLER} scripts waiting for \
+                     decisions; ask the user to decide those first (or wait for them to expire \
+                     after {} minutes)",
                     GRANT_LIFETIME.as_secs() / 60
                 )));
             }
         }
+        if !self
+            .state
+            .admit("chains", code, CHAIN_LIFETIME, MAX_CHAINS)
+            .await?
+        {
+            self.state.dismiss(&own, code).await?;
+            return Err(StoreError::Full(
+                "the server keeps as many scripts' approvals as it may; try again once some are \
+                 decided"
+                    .to_owned(),
+            ));
+        }
+        Ok(())
     }
-    if chains.len() >= MAX_CHAINS {
-        return Err(Full(
-            "the server keeps as many scripts' approvals as it may; try again once some are \
-             decided"
-                .to_owned(),
-        ));
+
+    /// Removes `caller`'s chain finished the longest ago (and forgets chains already gone).
+    async fn drop_finished(&self, caller: &Caller) -> Result<(), StateError> {
+        let own = chains_of(caller);
+        let now = self.state.now_ms();
+        let mut oldest: Option<(u64, String)> = None;
+        for code in self.state.members(&own).await? {
+            match self.state.read::<Chain>(&chain_key(&code)).await? {
+                None => {
+                    self.state.dismiss(&own, &code).await?;
+                    self.state.dismiss("chains", &code).await?;
+                }
+                Some(chain) if chain.waiting_until_ms <= now => {
+                    if oldest.as_ref().is_none_or(|(t, _)| chain.touched_ms < *t) {
+                        oldest = Some((chain.touched_ms, code));
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some((_, code)) = oldest {
+            self.state.take(&chain_key(&code)).await?;
+            self.state.dismiss(&own, &code).await?;
+            self.state.dismiss("chains", &code).await?;
+        }
+        Ok(())
     }
-    Ok(())
+}
+
+/// Takes the grant that decides `key`: a denial of it wins over any approval, "every write"
+/// included.
+fn take_grant(grants: &mut Vec<Grant>, key: &Key, write: bool) -> Standing {
+    let denied =
+        |g: &Grant| matches!(&g.granted, Granted::Denied(k) if k.fingerprint == key.fingerprint);
+    let approved = |g: &Grant| match &g.granted {
+        Granted::One(k) => k.fingerprint == key.fingerprint,
+        Granted::All => write,
+        Granted::Denied(_) => false,
+    };
+    let found = grants
+        .iter()
+        .position(denied)
+        .or_else(|| grants.iter().position(approved));
+    let Some(at) = found else {
+        let elsewhere = grants
+            .iter()
+            .any(|g| matches!(&g.granted, Granted::One(k) if k.same_place(key)));
+        return match elsewhere {
+            true => Standing::Differs,
+            false => Standing::Open,
+        };
+    };
+    let grant = grants.remove(at);
+    match grant.granted {
+        Granted::One(_) => Standing::Approved(grant.by),
+        Granted::All => Standing::ApprovedAll(grant.by),
+        Granted::Denied(_) => Standing::Denied(grant.by),
+    }
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::approval::caller::CallerParts;
 
-    fn key(fingerprint: &str) -> Key {
+    /// A write to its own slot.
+    pub fn key(fingerprint: &str) -> Key {
         Key {
             fingerprint: crate::approval::Fingerprint(fingerprint.into()),
             occurrence: 0,
@@ -316,74 +659,179 @@ mod tests {
         )
     }
 
+    fn store() -> Store {
+        Store::new(StateStore::memory("test"))
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn a_decision_is_for_one_caller_one_code_one_request_once_and_expires() {
-        let store = Store::default();
-        let (a, b) = (caller("a"), caller("b"));
+    async fn a_decision_is_for_one_code_one_request_once_and_expires() {
+        let store = store();
+        let a = caller("a");
         let write = key("w");
         store
             .give(&a, "code", Granted::One(write.clone()), "the user")
+            .await
             .unwrap();
-        assert_eq!(store.take(&b, "code", &write, true), Standing::Open);
-        assert_eq!(store.take(&a, "other", &write, true), Standing::Open);
-        assert_eq!(store.take(&a, "code", &key("x"), true), Standing::Open);
         assert_eq!(
-            store.take(&a, "code", &write, true),
+            store.take("other", &write, true).await.unwrap(),
+            Standing::Open
+        );
+        assert_eq!(
+            store.take("code", &key("x"), true).await.unwrap(),
+            Standing::Open
+        );
+        assert_eq!(
+            store.take("code", &write, true).await.unwrap(),
             Standing::Approved("the user".into())
         );
-        assert_eq!(store.take(&a, "code", &write, true), Standing::Open);
-        store.give(&a, "code", Granted::All, "the user").unwrap();
         assert_eq!(
-            store.take(&a, "code", &write, false),
+            store.take("code", &write, true).await.unwrap(),
+            Standing::Open
+        );
+        store
+            .give(&a, "code", Granted::All, "the user")
+            .await
+            .unwrap();
+        assert_eq!(
+            store.take("code", &write, false).await.unwrap(),
             Standing::Open,
             "a read"
         );
         tokio::time::advance(GRANT_LIFETIME + Duration::from_secs(1)).await;
-        assert_eq!(store.take(&a, "code", &write, true), Standing::Open);
+        assert_eq!(
+            store.take("code", &write, true).await.unwrap(),
+            Standing::Open
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_denial_wins_over_approving_every_write() {
-        let store = Store::default();
+        let store = store();
         let a = caller("a");
         let harmful = key("harmful");
-        store.give(&a, "code", Granted::All, "the user").unwrap();
+        store
+            .give(&a, "code", Granted::All, "the user")
+            .await
+            .unwrap();
         store
             .give(&a, "code", Granted::Denied(harmful.clone()), "the user")
+            .await
             .unwrap();
         assert_eq!(
-            store.take(&a, "code", &harmful, true),
+            store.take("code", &harmful, true).await.unwrap(),
             Standing::Denied("the user".into())
         );
         assert_eq!(
-            store.take(&a, "code", &key("benign"), true),
+            store.take("code", &key("benign"), true).await.unwrap(),
             Standing::ApprovedAll("the user".into())
         );
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_full_caller_loses_its_oldest_finished_chain_and_nobody_else_loses_any() {
-        let store = Store::default();
+        let store = store();
         let (greedy, other) = (caller("greedy"), caller("other"));
-        let journal = crate::approval::journal::shared(Vec::new());
-        store.publish(&other, "theirs", &journal).unwrap();
+        store
+            .publish(&other, "theirs", Vec::new(), true)
+            .await
+            .unwrap();
         for n in 0..MAX_CHAINS_PER_CALLER {
             store
-                .publish(&greedy, &format!("code {n}"), &journal)
+                .publish(&greedy, &format!("code {n}"), Vec::new(), true)
+                .await
                 .unwrap();
             tokio::time::advance(Duration::from_millis(10)).await;
         }
         // All still waiting for their questions: a new one is refused.
-        let refused = store.publish(&greedy, "one more", &journal).unwrap_err();
-        assert!(refused.0.contains("decide those first"), "{refused}");
+        let refused = store
+            .publish(&greedy, "one more", Vec::new(), true)
+            .await
+            .unwrap_err();
+        assert!(
+            refused.to_string().contains("decide those first"),
+            "{refused}"
+        );
+        // A chain whose run asked nothing more rests: it makes room at once.
+        store.rest("code 5").await.unwrap();
+        store
+            .publish(&greedy, "one more", Vec::new(), true)
+            .await
+            .unwrap();
+        assert!(!store.join(&greedy, "code 5").await.unwrap());
         // Once their questions can no longer be answered, the one finished the longest ago
         // makes room; the other caller's chain stays.
         tokio::time::advance(GRANT_LIFETIME).await;
-        store.publish(&greedy, "one more", &journal).unwrap();
-        assert!(store.join(&greedy, "code 0").is_none());
-        assert!(store.join(&greedy, "code 1").is_some());
-        assert!(store.join(&other, "theirs").is_some());
+        store
+            .publish(&greedy, "two more", Vec::new(), true)
+            .await
+            .unwrap();
+        assert!(!store.join(&greedy, "code 0").await.unwrap());
+        assert!(store.join(&greedy, "code 1").await.unwrap());
+        assert!(store.join(&other, "theirs").await.unwrap());
         tokio::time::advance(CHAIN_LIFETIME + Duration::from_secs(1)).await;
-        assert!(store.join(&greedy, "code 1").is_none());
+        assert!(!store.join(&greedy, "code 1").await.unwrap());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_turn_is_one_run_at_a_time_and_passes_on_when_dropped() {
+        let store = store();
+        let first = store.turn("code", Duration::from_secs(1)).await.unwrap();
+        assert!(first.is_some());
+        assert!(
+            store
+                .turn("code", Duration::from_secs(1))
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            store
+                .turn("other", Duration::from_secs(1))
+                .await
+                .unwrap()
+                .is_some()
+        );
+        drop(first);
+        tokio::task::yield_now().await;
+        assert!(
+            store
+                .turn("code", Duration::from_secs(1))
+                .await
+                .unwrap()
+                .is_some()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_claim_left_by_a_stopped_process_is_a_write_that_may_have_been_sent() {
+        let state = StateStore::memory("test");
+        let before = Store::new(state.clone());
+        let write = key("w");
+        let far = u64::MAX;
+        assert!(matches!(
+            before.claim("code", &write, far).await.unwrap(),
+            Lookup::New
+        ));
+        assert!(matches!(
+            before.claim("code", &write, far).await.unwrap(),
+            Lookup::InFlight
+        ));
+        // The same records seen by a process that is not the claim's holder (as after a
+        // restart with a durable store, or from another replica once the holder stopped).
+        let other = Store::new(StateStore::memory("test"));
+        let chain: Option<Chain> = state.read("chain:code").await.unwrap();
+        other
+            .state
+            .put(
+                "chain:code",
+                &serde_json::to_string(&chain.unwrap()).unwrap(),
+                CHAIN_LIFETIME,
+            )
+            .await
+            .unwrap();
+        assert!(matches!(
+            other.claim("code", &write, far).await.unwrap(),
+            Lookup::Sent(Fate::Unknown(_))
+        ));
     }
 }

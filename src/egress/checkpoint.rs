@@ -209,8 +209,9 @@ pub trait Dispatch: Send + Sync {
     fn before(&mut self, number: u32) -> Pending<'_, Result<(), String>>;
     /// After an attempt.
     fn after(&mut self, attempt: Attempt) -> Pending<'_, ()>;
-    /// The response the script gets, scrubbed as it gets it.
-    fn delivered(&mut self, response: &ScriptResponse);
+    /// The response the script gets, scrubbed as it gets it (recorded before the script
+    /// has it, so a re-run is answered with it).
+    fn delivered<'a>(&'a mut self, response: &'a ScriptResponse) -> Pending<'a, ()>;
 }
 
 /// Decides about requests before they leave. One per execution.

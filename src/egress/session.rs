@@ -374,7 +374,8 @@ impl EgressSession {
                     headers: Vec::new(),
                     ..response.clone()
                 };
-                dispatch.delivered(&state.scrubber.scrub_all(response.clone(), withheld));
+                let delivered = state.scrubber.scrub_all(response.clone(), withheld);
+                dispatch.delivered(&delivered).await;
             }
             result
         });

@@ -105,10 +105,21 @@ pub async fn serve_http(
         config.legacy_session_mode = false;
         config.json_response = true;
     }
+    let state = provider.approvals.state().clone();
     let sessions = Arc::new(BoundedSessions::new(
         options.max_sessions,
         options.session_idle,
+        state.clone(),
     ));
+    if state.shared() && !options.stateless {
+        // Sessions any replica serves: their `initialize` in the store, and the messages of
+        // a session held elsewhere forwarded there.
+        config.session_store = Some(Arc::new(super::shared_sessions::SharedSessions::new(
+            state.clone(),
+            options.session_idle,
+        )));
+        tokio::spawn(sessions.clone().listen());
+    }
     let name = format!("sdkbox: {}", provider.name);
     let provider_name = provider.name.clone();
     let for_sessions = options.sign_in.clone();
@@ -135,7 +146,11 @@ pub async fn serve_http(
         .layer(axum::middleware::from_fn_with_state(body, body_in_time));
     let mcp = match &options.sign_in {
         Some(sign_in) => mcp.layer(axum::middleware::from_fn_with_state(
-            Arc::new(super::signin::Guard::new(sign_in.clone())),
+            Arc::new(super::signin::Guard::new(
+                sign_in.clone(),
+                state.clone(),
+                options.session_idle,
+            )),
             super::signin::require_sign_in,
         )),
         None => mcp.layer(axum::middleware::from_fn_with_state(token, require_token)),

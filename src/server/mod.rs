@@ -7,6 +7,7 @@ mod link_ask;
 mod linking;
 mod listen;
 mod sessions;
+mod shared_sessions;
 mod signin;
 mod stdio;
 mod tools;
@@ -279,6 +280,7 @@ impl SdkboxServer {
             .map(|(sign_in, signed_in)| sign_in.write_challenge(signed_in));
         let ending = round
             .end()
+            .await
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         if let Ending::InputRequired(required) = ending {
             return Ok(CallToolResponse::InputRequired(required));

@@ -2,7 +2,9 @@
 //! session nobody uses expires) and a cap on how many live at once. A new session past the
 //! cap evicts the session idle the longest (no request in flight); when every session is
 //! busy, it is refused, and the HTTP layer answers 503 with `Retry-After` before rmcp is
-//! asked (see [`BoundedSessions::room`]).
+//! asked (see [`BoundedSessions::room`]). With a shared state store, sessions are served by
+//! any replica (see `shared_sessions.rs`): a session evicted here, or opened on another
+//! replica, is restored from the store when a request of it arrives.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -17,10 +19,14 @@ use rmcp::transport::streamable_http_server::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError, LocalSessionWorker,
 };
-use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId};
+use rmcp::transport::streamable_http_server::session::{
+    RestoreOutcome, ServerSseMessage, SessionId,
+};
 use tokio::time::Instant;
 
+use super::shared_sessions::{self, Delivery, Route, Tagged, Tags};
 use crate::lock::lock;
+use crate::state::StateStore;
 
 /// What one session is doing.
 struct Activity {
@@ -38,6 +44,11 @@ pub struct BoundedSessions {
     /// Held while a session is made: two made at once would pick the same session to evict
     /// and keep one more than the cap.
     creating: tokio::sync::Mutex<()>,
+    /// The state store, through which other replicas' sessions reach this one's.
+    state: StateStore,
+    tags: Tags,
+    /// How long a session lives unused, in the store as here.
+    idle: Duration,
 }
 
 /// Why a session could not be made or used.
@@ -49,11 +60,15 @@ pub enum SessionsError {
     /// Every session is busy and the cap is reached.
     #[error("the server has as many sessions as it keeps, all of them busy; retry shortly")]
     Full,
+    /// A message for another replica could not be sent there.
+    #[error(transparent)]
+    State(#[from] crate::state::StateError),
 }
 
 impl BoundedSessions {
-    /// At most `max` sessions; one unused for `idle` expires.
-    pub fn new(max: usize, idle: Duration) -> Self {
+    /// At most `max` sessions here; one unused for `idle` expires; other replicas' messages
+    /// come through `state`.
+    pub fn new(max: usize, idle: Duration, state: StateStore) -> Self {
         let mut inner = LocalSessionManager::default();
         inner.session_config.keep_alive = Some(idle);
         Self {
@@ -61,6 +76,64 @@ impl BoundedSessions {
             max: max.max(1),
             activity: std::sync::Arc::default(),
             creating: tokio::sync::Mutex::new(()),
+            tags: Tags::new(state.replica()),
+            state,
+            idle,
+        }
+    }
+
+    /// Hands this replica's sessions the messages other replicas forward, and closes those
+    /// their clients deleted elsewhere, for as long as the server runs.
+    pub async fn listen(self: std::sync::Arc<Self>) {
+        use futures_util::StreamExt;
+        let deliveries = shared_sessions::deliveries(&self.state);
+        futures_util::pin_mut!(deliveries);
+        while let Some(delivery) = deliveries.next().await {
+            match delivery {
+                Delivery::Message(id, message) => {
+                    if self.inner.has_session(&id).await.unwrap_or(false)
+                        && let Err(error) = self.inner.accept_message(&id, *message).await
+                    {
+                        tracing::debug!(%error, "a forwarded message found its session gone");
+                    }
+                }
+                Delivery::Close(id) => {
+                    if self.inner.has_session(&id).await.unwrap_or(false) {
+                        let _ = self.close_session(&id).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Makes room for one more session here: past the cap, the one idle the longest goes.
+    async fn make_room(&self) -> Result<(), SessionsError> {
+        if let Some(oldest) = self.to_evict()? {
+            tracing::info!(session = %oldest, "the session cap is reached: the session idle the longest is closed");
+            self.close_session(&oldest).await?;
+        }
+        Ok(())
+    }
+
+    fn track(&self, id: &SessionId) {
+        lock(&self.activity).insert(
+            id.clone(),
+            Activity {
+                last: Instant::now(),
+                in_flight: 0,
+            },
+        );
+    }
+
+    /// Keeps a session's records in the store alive: it was used.
+    async fn keep(&self, id: &SessionId) {
+        if !self.state.shared() {
+            return;
+        }
+        for key in [format!("session:{id}"), shared_sessions::owner_key(id)] {
+            if let Err(error) = self.state.expire(&key, self.idle).await {
+                tracing::warn!(%error, "a session's record could not be kept alive");
+            }
         }
     }
 
@@ -133,23 +206,34 @@ impl Drop for Tracked {
 
 impl SessionManager for BoundedSessions {
     type Error = SessionsError;
-    type Transport = WorkerTransport<LocalSessionWorker>;
+    type Transport = Tagged<WorkerTransport<LocalSessionWorker>>;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         let _one_at_a_time = self.creating.lock().await;
-        if let Some(oldest) = self.to_evict()? {
-            tracing::info!(session = %oldest, "the session cap is reached: the session idle the longest is closed");
-            self.close_session(&oldest).await?;
-        }
+        self.make_room().await?;
         let (id, transport) = self.inner.create_session().await?;
-        lock(&self.activity).insert(
-            id.clone(),
-            Activity {
-                last: Instant::now(),
-                in_flight: 0,
-            },
-        );
-        Ok((id, transport))
+        self.track(&id);
+        Ok((id, Tagged::new(transport, self.tags.clone())))
+    }
+
+    async fn restore_session(
+        &self,
+        id: SessionId,
+    ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        let _one_at_a_time = self.creating.lock().await;
+        self.make_room().await?;
+        match self.inner.restore_session(id.clone()).await? {
+            RestoreOutcome::Restored(transport) => {
+                self.track(&id);
+                tracing::debug!(session = %id, "a session of another replica is served here too");
+                Ok(RestoreOutcome::Restored(Tagged::new(
+                    transport,
+                    self.tags.clone(),
+                )))
+            }
+            RestoreOutcome::AlreadyPresent => Ok(RestoreOutcome::AlreadyPresent),
+            _ => Ok(RestoreOutcome::NotSupported),
+        }
     }
 
     async fn initialize_session(
@@ -175,6 +259,7 @@ impl SessionManager for BoundedSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.keep(id).await;
         let stream = self.inner.create_stream(id, message).await?;
         Ok(self.tracked(id, stream))
     }
@@ -185,7 +270,17 @@ impl SessionManager for BoundedSessions {
         message: ClientJsonRpcMessage,
     ) -> Result<(), Self::Error> {
         self.touch(id, 0);
-        Ok(self.inner.accept_message(id, message).await?)
+        self.keep(id).await;
+        match self.tags.route(&message) {
+            Route::Here => Ok(self.inner.accept_message(id, message).await?),
+            Route::There(replica) => {
+                Ok(shared_sessions::forward(&self.state, &replica, id, message).await?)
+            }
+            Route::Everywhere => {
+                shared_sessions::broadcast(&self.state, id, message.clone()).await?;
+                Ok(self.inner.accept_message(id, message).await?)
+            }
+        }
     }
 
     async fn create_standalone_stream(
@@ -213,7 +308,11 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn sessions_made_at_once_keep_to_the_cap() {
-        let sessions = std::sync::Arc::new(BoundedSessions::new(3, Duration::from_secs(600)));
+        let sessions = std::sync::Arc::new(BoundedSessions::new(
+            3,
+            Duration::from_secs(600),
+            StateStore::memory("t"),
+        ));
         for _ in 0..200 {
             let made: Vec<_> = (0..8)
                 .map(|_| {

@@ -2,10 +2,11 @@
 //! that lets a request reach MCP only with an accepted access token, handing who signed in to
 //! the tools through the request's extensions. An MCP session belongs to whoever opened it:
 //! another signed-in user who learns its id gets 404, as if it did not exist (the MCP
-//! security practices' binding of sessions to users).
+//! security practices' binding of sessions to users). Who opened a session is in the state
+//! store, so every replica holds every session to it.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -14,51 +15,46 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::lock::lock;
+use super::shared_sessions::owner_key;
 use crate::signin::SignIn;
+use crate::state::StateStore;
 
-/// The owners kept, at most: well above the sessions alive at once (a session whose owner was
-/// forgotten is refused, never handed to anyone).
-const MAX_OWNERS: usize = 20_000;
-
-/// Sign-in, and who opened each MCP session.
+/// Sign-in, and who opened each MCP session (in the state store).
 pub struct Guard {
     sign_in: Arc<SignIn>,
-    owners: Mutex<Owners>,
-}
-
-#[derive(Default)]
-struct Owners {
-    by_session: HashMap<String, String>,
-    order: VecDeque<String>,
+    owners: StateStore,
+    /// How long a session lives unused: its owner is kept as long.
+    idle: Duration,
 }
 
 impl Guard {
-    /// The guard of a server with sign-in.
-    pub fn new(sign_in: Arc<SignIn>) -> Self {
+    /// The guard of a server with sign-in, keeping sessions' owners in `owners` for `idle`
+    /// after their last use.
+    pub fn new(sign_in: Arc<SignIn>, owners: StateStore, idle: Duration) -> Self {
         Self {
             sign_in,
-            owners: Mutex::default(),
+            owners,
+            idle,
         }
     }
 
-    fn remember(&self, session: &str, who: String) {
-        let mut owners = lock(&self.owners);
-        if owners.by_session.insert(session.to_owned(), who).is_none() {
-            owners.order.push_back(session.to_owned());
+    async fn remember(&self, session: &str, who: &str) {
+        if let Err(error) = self.owners.put(&owner_key(session), who, self.idle).await {
+            // Unknown owner: every later request of the session is refused, never handed on.
+            tracing::warn!(%error, "a session's owner could not be kept");
         }
-        while owners.order.len() > MAX_OWNERS {
-            if let Some(oldest) = owners.order.pop_front() {
-                owners.by_session.remove(&oldest);
+    }
+
+    /// Whether `who` opened `session`; a session whose owner is unknown (forgotten, or the
+    /// store cannot say) belongs to nobody.
+    async fn owned_by(&self, session: &str, who: &str) -> bool {
+        match self.owners.get(&owner_key(session)).await {
+            Ok(owner) => owner.is_some_and(|owner| owner == who),
+            Err(error) => {
+                tracing::warn!(%error, "a session's owner could not be read");
+                false
             }
         }
-    }
-
-    fn owned_by(&self, session: &str, who: &str) -> bool {
-        lock(&self.owners)
-            .by_session
-            .get(session)
-            .is_some_and(|owner| owner == who)
     }
 }
 
@@ -121,7 +117,7 @@ pub async fn require_sign_in(
         .get("mcp-session-id")
         .map(|v| v.to_str().unwrap_or("?").to_owned());
     if let Some(session) = &session
-        && !guard.owned_by(session, &who)
+        && !guard.owned_by(session, &who).await
     {
         tracing::info!("refused a request in a session another caller opened");
         return (
@@ -137,7 +133,7 @@ pub async fn require_sign_in(
         && let Some(opened) = response.headers().get("mcp-session-id")
         && let Ok(opened) = opened.to_str()
     {
-        guard.remember(opened, who);
+        guard.remember(opened, &who).await;
     }
     response
 }

@@ -351,7 +351,7 @@ async fn retry_round(
             round.gate(),
         )
         .await;
-    match round.end().unwrap() {
+    match round.end().await.unwrap() {
         Ending::InputRequired(required) => (outcome, Some(required)),
         Ending::Complete => (outcome, None),
     }
@@ -407,7 +407,7 @@ async fn three_approvals_through_retries_send_each_write_once_and_a_state_answer
 /// Approvals over the demo's rules with this key: two of them are one server before and
 /// after a restart, or two replicas sharing `--approval-key-env`.
 fn keyed(demo: &crate::approvals::Demo, key: &[u8]) -> sdkbox::approval::Approvals {
-    sdkbox::approval::Approvals::new(
+    sdkbox::approval::Approvals::local(
         demo.approvals.rules.clone(),
         Duration::from_secs(30),
         None,
@@ -571,7 +571,7 @@ async fn the_audit_trail_says_of_every_write_whether_it_was_sent() {
     };
     let rules = sdkbox::approval::Rules::without_spec(provider.base.clone(), overrides);
     let audit = std::sync::Arc::new(sdkbox::approval::AuditLog::open(&path).unwrap());
-    let approvals = sdkbox::approval::Approvals::new(
+    let approvals = sdkbox::approval::Approvals::local(
         std::sync::Arc::new(rules),
         Duration::from_secs(5),
         Some(audit),

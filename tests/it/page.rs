@@ -71,7 +71,7 @@ pub async fn run(demo: &Demo, approvals: &Approvals, code: &str) -> Outcome {
         .sandbox
         .execute_gated(code, &limits, CancellationToken::new(), round.gate())
         .await;
-    round.end().unwrap();
+    round.end().await.unwrap();
     outcome
 }
 

@@ -1,0 +1,327 @@
+//! The journal one run writes to, always in the state store: the run's own record until a
+//! question about one of its writes leaves the execution; from then on its code's chain,
+//! which the re-run the question leads to continues (on whichever replica it lands). Each
+//! write is claimed before it leaves and settled with what became of it; a settle that
+//! cannot wait (the request was cut short) runs in the background, and the round waits for
+//! it before it hands the journal on. A run's own record goes when the run ends; one whose
+//! replica stopped stays behind, and the next run of the same code by the same caller
+//! continues it (a write it sent is answered, one it may have sent is refused), whatever the
+//! channel.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::task::TaskTracker;
+
+use super::caller::Caller;
+use super::journal::{Fate, Key, Lookup, Sent};
+use super::store::{Store, StoreError};
+use crate::state::StateError;
+
+/// How long a round waits for the settles still running when it ends.
+const SETTLE_WAIT: Duration = Duration::from_secs(10);
+
+/// Where a run's journal lives.
+#[derive(Clone)]
+enum Home {
+    /// The run's own record (made at its first write), with this id.
+    Run(String),
+    /// The chain of the code.
+    Chain,
+}
+
+/// The journal of one run.
+pub struct RunJournal {
+    store: Store,
+    /// The digest of the run's code and caller.
+    code: String,
+    home: tokio::sync::Mutex<Home>,
+    settles: TaskTracker,
+    /// The runtime the run began on, which outlives it: settles run there (not on an
+    /// execution's own runtime, which ends with it).
+    runtime: Option<tokio::runtime::Handle>,
+    /// How long a claim of this run may last (its deadline and every wait for a human).
+    lease: Duration,
+}
+
+/// What the journal knows of a write a run is about to send.
+#[derive(Debug)]
+pub enum Found {
+    /// An earlier run sent exactly this write: this is what became of it.
+    Sent(Fate),
+    /// An earlier run sent a write in this slot with other bytes: what became of it.
+    SentOtherwise(Fate),
+    /// Another run of the chain is sending it now.
+    InFlight,
+    /// The chain keeps as many writes as it may.
+    Full,
+    /// Nobody has: it is claimed for the caller.
+    New(Claimed),
+}
+
+impl RunJournal {
+    /// A run's own journal (the code with digest `code`), starting with `entries`: writes of
+    /// earlier runs it continues (a request state the store could not keep, runs that stopped
+    /// unfinished).
+    pub async fn own(
+        store: Store,
+        code: &str,
+        entries: Vec<Sent>,
+        lease: Duration,
+    ) -> Result<Arc<Self>, StateError> {
+        let run = crate::approval::random_hex(12)
+            .ok_or_else(|| StateError::Unavailable("no randomness for a run's id".into()))?;
+        if !entries.is_empty() {
+            let until_ms = store.state().now_ms() + lease.as_millis() as u64;
+            store.start_run(&run, code, entries, until_ms).await?;
+        }
+        Ok(Self::at(store, code, Home::Run(run), lease))
+    }
+
+    /// The journal of the chain of the code with digest `code`, which this run continues.
+    pub fn chained(store: Store, code: &str, lease: Duration) -> Arc<Self> {
+        Self::at(store, code, Home::Chain, lease)
+    }
+
+    fn at(store: Store, code: &str, home: Home, lease: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            code: code.to_owned(),
+            home: tokio::sync::Mutex::new(home),
+            settles: TaskTracker::new(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
+            lease,
+        })
+    }
+
+    /// Whether the journal is its code's chain.
+    pub async fn published(&self) -> bool {
+        matches!(*self.home.lock().await, Home::Chain)
+    }
+
+    /// Looks a write up; a new one is claimed, and the claim is released (the write may be
+    /// sent later) unless it is settled with a fate.
+    pub async fn claim(self: &Arc<Self>, key: Key) -> Result<Found, StateError> {
+        let until_ms = self.store.state().now_ms() + self.lease.as_millis() as u64;
+        let home = self.home.lock().await;
+        let found = match &*home {
+            Home::Run(run) => {
+                self.store
+                    .claim_in_run(run, &self.code, &key, until_ms)
+                    .await?
+            }
+            Home::Chain => self.store.claim(&self.code, &key, until_ms).await?,
+        };
+        Ok(match found {
+            Lookup::Sent(fate) => Found::Sent(fate),
+            Lookup::SentOtherwise(fate) => Found::SentOtherwise(fate),
+            Lookup::InFlight => Found::InFlight,
+            Lookup::Full => Found::Full,
+            Lookup::New => Found::New(Claimed {
+                journal: self.clone(),
+                key: Some(key),
+            }),
+        })
+    }
+
+    async fn settle(&self, key: &Key, fate: Option<Fate>) -> Result<(), StateError> {
+        match &*self.home.lock().await {
+            Home::Run(run) => self.store.settle_in_run(run, key, fate).await,
+            Home::Chain => self.store.settle(&self.code, key, fate).await,
+        }
+    }
+
+    /// Makes this run's journal its code's chain before a question leaves the execution (the
+    /// re-run that answers it continues this run): its writes, and its claims still in
+    /// flight, move there (joining the chain another run of the code made meanwhile, if one
+    /// did); an error past the store's bounds.
+    pub async fn publish(&self, caller: &Caller) -> Result<(), StoreError> {
+        let mut home = self.home.lock().await;
+        let Home::Run(run) = &*home else {
+            return Ok(());
+        };
+        self.store.publish_run(caller, &self.code, run).await?;
+        *home = Home::Chain;
+        Ok(())
+    }
+
+    /// The journal as the next round gets it, once the settles still running have ended.
+    pub async fn snapshot(&self) -> Result<Vec<Sent>, StateError> {
+        self.settled().await;
+        match &*self.home.lock().await {
+            Home::Run(run) => self.store.run_snapshot(run).await,
+            Home::Chain => self.store.snapshot(&self.code).await,
+        }
+    }
+
+    /// Waits (a while) for the settles still running.
+    pub async fn settled(&self) {
+        self.settles.close();
+        let _ = tokio::time::timeout(SETTLE_WAIT, self.settles.wait()).await;
+    }
+
+    /// The run has ended: its own record goes (a chain stays for the runs that continue it).
+    pub async fn finish(&self) -> Result<(), StateError> {
+        self.settled().await;
+        match &*self.home.lock().await {
+            Home::Run(run) => self.store.finish_run(&self.code, run).await,
+            Home::Chain => Ok(()),
+        }
+    }
+
+    /// [`RunJournal::finish`] in the background (a round dropped before it ended: its call
+    /// was cancelled).
+    pub fn finish_later(self: &Arc<Self>) {
+        let journal = self.clone();
+        if let Some(runtime) = &self.runtime {
+            runtime.spawn(async move {
+                if let Err(error) = journal.finish().await {
+                    tracing::warn!(%error, "a run's journal could not be removed");
+                }
+            });
+        }
+    }
+}
+
+/// A write claimed in a run's journal: settled with what became of it, or released when
+/// dropped unsettled (the decision was not to send it, or was never made).
+#[derive(Debug)]
+pub struct Claimed {
+    journal: Arc<RunJournal>,
+    key: Option<Key>,
+}
+
+impl std::fmt::Debug for RunJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RunJournal")
+    }
+}
+
+impl Claimed {
+    /// Ends the claim: with the write's fate when it went out (or may have), with `None`
+    /// when it certainly did not.
+    pub async fn settle(mut self, fate: Option<Fate>) {
+        if let Some(key) = self.key.take()
+            && let Err(error) = self.journal.settle(&key, fate).await
+        {
+            tracing::warn!(%error, "a write's journal entry could not be settled; its claim \
+                                    lapses when its lease ends, and it counts as maybe sent");
+        }
+    }
+
+    /// Ends the claim in the background (from a destructor), with `fate`.
+    pub fn settle_later(mut self, fate: Option<Fate>) {
+        let Some(key) = self.key.take() else {
+            return;
+        };
+        spawn_settle(self.journal.clone(), key, fate);
+    }
+}
+
+fn spawn_settle(journal: Arc<RunJournal>, key: Key, fate: Option<Fate>) {
+    let Some(runtime) = journal.runtime.clone() else {
+        return;
+    };
+    let tracker = journal.settles.clone();
+    runtime.spawn(tracker.track_future(async move {
+        if let Err(error) = journal.settle(&key, fate).await {
+            tracing::warn!(%error, "a write's journal entry could not be settled");
+        }
+    }));
+}
+
+impl Drop for Claimed {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            spawn_settle(self.journal.clone(), key, None);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approval::caller::CallerParts;
+    use crate::approval::store::tests::key;
+    use crate::state::StateStore;
+
+    const LEASE: Duration = Duration::from_secs(60);
+
+    #[tokio::test]
+    async fn a_claim_released_after_its_journal_became_the_chain_is_released_there() {
+        let store = Store::new(StateStore::memory("t"));
+        let caller = Caller::new(b"k", CallerParts::default());
+        let run = RunJournal::own(store.clone(), "code", Vec::new(), LEASE)
+            .await
+            .unwrap();
+        let Found::New(claimed) = run.claim(key("w")).await.unwrap() else {
+            panic!("not new");
+        };
+        run.publish(&caller).await.unwrap();
+        drop(claimed);
+        run.settled().await;
+        let next = RunJournal::chained(store, "code", LEASE);
+        assert!(matches!(next.claim(key("w")).await.unwrap(), Found::New(_)));
+    }
+
+    #[tokio::test]
+    async fn a_run_that_stopped_unfinished_is_continued_by_the_next_run_of_its_code() {
+        let state = StateStore::memory("t");
+        let store = Store::new(state.clone());
+        let run = RunJournal::own(store.clone(), "code", Vec::new(), LEASE)
+            .await
+            .unwrap();
+        let Found::New(sent) = run.claim(key("sent")).await.unwrap() else {
+            panic!("not new");
+        };
+        sent.settle(Some(Fate::Unknown("answered, say".into())))
+            .await;
+        let Found::New(in_flight) = run.claim(key("in flight")).await.unwrap() else {
+            panic!("not new");
+        };
+        // The run is still going: nothing of it is adopted.
+        assert!(store.adopt_unfinished("code").await.unwrap().0.is_empty());
+        // Its process stops: nothing settles the claim, nothing finishes the run. The next
+        // process sees the records with no replica alive behind them.
+        std::mem::forget(in_flight);
+        let after = Store::new(StateStore::memory("t"));
+        for record in state.members("runs:code").await.unwrap() {
+            let text = state.get(&format!("run:{record}")).await.unwrap().unwrap();
+            let ttl = Duration::from_secs(3600);
+            after
+                .state()
+                .put(&format!("run:{record}"), &text, ttl)
+                .await
+                .unwrap();
+            after
+                .state()
+                .admit("runs:code", &record, ttl, 64)
+                .await
+                .unwrap();
+        }
+        let adopted = after.adopt_unfinished("code").await.unwrap().0;
+        assert_eq!(adopted.len(), 2, "{adopted:?}");
+        assert!(
+            after.adopt_unfinished("code").await.unwrap().0.is_empty(),
+            "adopted once"
+        );
+        let next = RunJournal::own(after.clone(), "code", adopted, LEASE)
+            .await
+            .unwrap();
+        assert!(matches!(
+            next.claim(key("in flight")).await.unwrap(),
+            Found::Sent(Fate::Unknown(_))
+        ));
+        assert!(matches!(
+            next.claim(key("sent")).await.unwrap(),
+            Found::Sent(Fate::Unknown(_))
+        ));
+        assert!(matches!(
+            next.claim(key("new")).await.unwrap(),
+            Found::New(_)
+        ));
+        // It finishes: its record goes, and the run after it starts afresh.
+        next.finish().await.unwrap();
+        assert!(after.adopt_unfinished("code").await.unwrap().0.is_empty());
+    }
+}

@@ -1,0 +1,303 @@
+//! The state store replicas share: a Redis (or Valkey) server, 6.2 or later. Every operation
+//! that must be atomic across replicas (a compare-and-swap, spending a request state within
+//! the store's epoch, admitting a member to a bounded set) is one Lua script, so no replica
+//! ever sees half of another's change. Letters between replicas go over pub/sub on a
+//! connection of their own, reconnected when it drops; a letter sent while it is down is
+//! lost, which every user of letters tolerates (the wait it would have ended times out).
+
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use tokio::sync::broadcast;
+
+use super::{Letter, StateError};
+
+/// How often this replica says it is alive, and how long the word lasts.
+pub const HEARTBEAT: Duration = Duration::from_secs(3);
+const ALIVE_FOR: Duration = Duration::from_secs(10);
+
+const SWAP: &str = r"
+local current = redis.call('GET', KEYS[1])
+if ARGV[1] == '1' then
+  if current ~= ARGV[2] then return 0 end
+elseif current then
+  return 0
+end
+if ARGV[3] == '1' then
+  redis.call('SET', KEYS[1], ARGV[4], 'PX', ARGV[5])
+else
+  redis.call('DEL', KEYS[1])
+end
+return 1
+";
+
+const DELETE_IF: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+";
+
+const SPEND: &str = r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 2 end
+if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then return 1 end
+return 0
+";
+
+const ADMIT: &str = r"
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local ttl = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+return 1
+";
+
+const MEMBERS: &str = r"
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
+";
+
+/// A Redis server, through a reconnecting connection; clones share it.
+#[derive(Clone)]
+pub struct Redis {
+    connection: ConnectionManager,
+    client: redis::Client,
+}
+
+impl Redis {
+    /// Connects to `url` and checks it can take records (GETDEL, Redis 6.2).
+    pub async fn connect(url: &str) -> Result<Self, StateError> {
+        let shown = redacted(url);
+        let client = redis::Client::open(url)
+            .map_err(|e| StateError::Unavailable(format!("{shown}: {e}")))?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(5)))
+            .set_response_timeout(Some(Duration::from_secs(5)))
+            .set_number_of_retries(2);
+        let connection = ConnectionManager::new_with_config(client.clone(), config)
+            .await
+            .map_err(|e| StateError::Unavailable(format!("cannot reach {shown}: {e}")))?;
+        let redis = Self { connection, client };
+        redis::cmd("GETDEL")
+            .arg("sdkbox:probe")
+            .query_async::<Option<String>>(&mut redis.connection.clone())
+            .await
+            .map_err(|e| {
+                StateError::Unavailable(format!(
+                    "{shown} cannot take records ({e}): the state store needs Redis 6.2 or later"
+                ))
+            })?;
+        Ok(redis)
+    }
+
+    async fn query<T: redis::FromRedisValue>(&self, command: &redis::Cmd) -> Result<T, StateError> {
+        command
+            .query_async(&mut self.connection.clone())
+            .await
+            .map_err(failed)
+    }
+
+    async fn script<T: redis::FromRedisValue>(
+        &self,
+        source: &str,
+        keys: &[&str],
+        args: &[String],
+    ) -> Result<T, StateError> {
+        let script = redis::Script::new(source);
+        let mut invocation = script.prepare_invoke();
+        for key in keys {
+            invocation.key(*key);
+        }
+        for arg in args {
+            invocation.arg(arg);
+        }
+        invocation
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(failed)
+    }
+
+    pub async fn get(&self, key: &str) -> Result<Option<String>, StateError> {
+        self.query(redis::cmd("GET").arg(key)).await
+    }
+
+    pub async fn put(&self, key: &str, value: &str, ttl: Duration) -> Result<(), StateError> {
+        self.query(redis::cmd("SET").arg(key).arg(value).arg("PX").arg(ms(ttl)))
+            .await
+    }
+
+    pub async fn put_new(&self, key: &str, value: &str, ttl: Duration) -> Result<bool, StateError> {
+        let set: Option<String> = self
+            .query(
+                redis::cmd("SET")
+                    .arg(key)
+                    .arg(value)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ms(ttl)),
+            )
+            .await?;
+        Ok(set.is_some())
+    }
+
+    pub async fn take(&self, key: &str) -> Result<Option<String>, StateError> {
+        self.query(redis::cmd("GETDEL").arg(key)).await
+    }
+
+    pub async fn delete_if(&self, key: &str, value: &str) -> Result<bool, StateError> {
+        let deleted: i64 = self.script(DELETE_IF, &[key], &[value.to_owned()]).await?;
+        Ok(deleted > 0)
+    }
+
+    pub async fn swap(
+        &self,
+        key: &str,
+        old: Option<&str>,
+        new: Option<&str>,
+        ttl: Duration,
+    ) -> Result<bool, StateError> {
+        let flag = |given: bool| if given { "1" } else { "0" }.to_owned();
+        let args = [
+            flag(old.is_some()),
+            old.unwrap_or_default().to_owned(),
+            flag(new.is_some()),
+            new.unwrap_or_default().to_owned(),
+            ms(ttl).to_string(),
+        ];
+        let swapped: i64 = self.script(SWAP, &[key], &args).await?;
+        Ok(swapped == 1)
+    }
+
+    pub async fn expire(&self, key: &str, ttl: Duration) -> Result<(), StateError> {
+        self.query::<i64>(redis::cmd("PEXPIRE").arg(key).arg(ms(ttl)))
+            .await
+            .map(|_| ())
+    }
+
+    /// 1: fresh (now used), 0: used before, 2: the epoch is not the store's.
+    pub async fn spend(
+        &self,
+        epoch_key: &str,
+        epoch: &str,
+        key: &str,
+        ttl: Duration,
+    ) -> Result<i64, StateError> {
+        let args = [epoch.to_owned(), ms(ttl).to_string()];
+        self.script(SPEND, &[epoch_key, key], &args).await
+    }
+
+    pub async fn admit(
+        &self,
+        set: &str,
+        member: &str,
+        ttl: Duration,
+        max: usize,
+    ) -> Result<bool, StateError> {
+        let args = [member.to_owned(), ms(ttl).to_string(), max.to_string()];
+        let admitted: i64 = self.script(ADMIT, &[set], &args).await?;
+        Ok(admitted == 1)
+    }
+
+    pub async fn dismiss(&self, set: &str, member: &str) -> Result<(), StateError> {
+        self.query::<i64>(redis::cmd("ZREM").arg(set).arg(member))
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn members(&self, set: &str) -> Result<Vec<String>, StateError> {
+        self.script(MEMBERS, &[set], &[]).await
+    }
+
+    /// The store's epoch: the one already there, else `fresh`, which becomes it.
+    pub async fn epoch(&self, key: &str, fresh: &str) -> Result<String, StateError> {
+        let _: Option<String> = self
+            .query(redis::cmd("SET").arg(key).arg(fresh).arg("NX"))
+            .await?;
+        self.get(key)
+            .await?
+            .ok_or_else(|| StateError::Unavailable("the store lost its epoch as it was set".into()))
+    }
+
+    pub async fn alive(&self, key: &str) -> Result<bool, StateError> {
+        let count: i64 = self.query(redis::cmd("EXISTS").arg(key)).await?;
+        Ok(count > 0)
+    }
+
+    /// Says this replica is alive under `key`, every [`HEARTBEAT`], until the task is dropped.
+    pub async fn heartbeat(&self, key: String) {
+        loop {
+            if let Err(error) = self.put(&key, "1", ALIVE_FOR).await {
+                tracing::warn!(%error, "the state store did not take this replica's heartbeat");
+            }
+            tokio::time::sleep(HEARTBEAT).await;
+        }
+    }
+
+    pub async fn publish(&self, channel: &str, letter: &str) -> Result<(), StateError> {
+        self.query::<i64>(redis::cmd("PUBLISH").arg(channel).arg(letter))
+            .await
+            .map(|_| ())
+    }
+
+    /// Hands the letters sent to `channels` to `letters`, but those `replica` (this one) sent
+    /// to all, reconnecting for as long as the task runs.
+    pub async fn listen(
+        &self,
+        channels: Vec<String>,
+        letters: broadcast::Sender<Letter>,
+        replica: String,
+    ) {
+        use futures_util::StreamExt;
+        loop {
+            match self.client.get_async_pubsub().await {
+                Ok(mut pubsub) => {
+                    let mut subscribed = true;
+                    for channel in &channels {
+                        subscribed &= pubsub.subscribe(channel).await.is_ok();
+                    }
+                    if subscribed {
+                        let mut stream = pubsub.on_message();
+                        while let Some(message) = stream.next().await {
+                            let Ok(text) = message.get_payload::<String>() else {
+                                continue;
+                            };
+                            if let Ok(letter) = serde_json::from_str::<Letter>(&text)
+                                && letter.from != replica
+                            {
+                                let _ = letters.send(letter);
+                            }
+                        }
+                    }
+                    tracing::warn!("the state store's letters stopped; reconnecting");
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "cannot listen for letters from other replicas");
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+fn ms(ttl: Duration) -> u64 {
+    (ttl.as_millis() as u64).max(1)
+}
+
+fn failed(error: redis::RedisError) -> StateError {
+    StateError::Unavailable(error.to_string())
+}
+
+/// `url` without its password, to be shown.
+pub fn redacted(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        _ => url.to_owned(),
+    }
+}
