@@ -138,6 +138,12 @@ pub type AnswerFuture = Pin<Box<dyn Future<Output = Answer> + Send>>;
 pub trait Approver: Send + Sync {
     /// The channel's name, for the log and the audit file.
     fn channel(&self) -> &'static str;
+    /// Whether the human answers after the execution (the page, a 2026-07-28 retry): the
+    /// run's journal then becomes its code's chain before the question leaves, for the
+    /// re-run the answer leads to.
+    fn answers_later(&self) -> bool {
+        false
+    }
     /// Asks about one request (`key`: which write of the run it is); `timeout` is how long
     /// the human has.
     fn ask(&self, ask: Ask, key: super::journal::Key, timeout: Duration) -> AnswerFuture;

@@ -279,8 +279,15 @@ mod tests {
         let Found::New(in_flight) = run.claim(key("in flight")).await.unwrap() else {
             panic!("not new");
         };
-        // The run is still going: nothing of it is adopted.
-        assert!(store.adopt_unfinished("code").await.unwrap().0.is_empty());
+        // The run is still going: nothing of it is adopted, and the next run waits for it.
+        let short = Duration::from_millis(200);
+        assert!(
+            store
+                .adopt_unfinished("code", short)
+                .await
+                .unwrap()
+                .is_none()
+        );
         // Its process stops: nothing settles the claim, nothing finishes the run. The next
         // process sees the records with no replica alive behind them.
         std::mem::forget(in_flight);
@@ -299,12 +306,19 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let adopted = after.adopt_unfinished("code").await.unwrap().0;
+        let adopted = after
+            .adopt_unfinished("code", short)
+            .await
+            .unwrap()
+            .unwrap()
+            .0;
         assert_eq!(adopted.len(), 2, "{adopted:?}");
-        assert!(
-            after.adopt_unfinished("code").await.unwrap().0.is_empty(),
-            "adopted once"
-        );
+        let again = after
+            .adopt_unfinished("code", short)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(again.0.is_empty(), "adopted once");
         let next = RunJournal::own(after.clone(), "code", adopted, LEASE)
             .await
             .unwrap();
@@ -322,6 +336,11 @@ mod tests {
         ));
         // It finishes: its record goes, and the run after it starts afresh.
         next.finish().await.unwrap();
-        assert!(after.adopt_unfinished("code").await.unwrap().0.is_empty());
+        let after_it = after
+            .adopt_unfinished("code", short)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(after_it.0.is_empty());
     }
 }

@@ -74,6 +74,11 @@ pub fn answer(result: &ElicitResult, by: &str) -> Answer {
 pub struct ElicitApprover {
     /// The client.
     pub peer: Peer<RoleServer>,
+    /// The call the question belongs to: it goes out on that call's response stream (where
+    /// the client waits, on whichever replica runs the call), not on a stream the client may
+    /// hold with another replica. The gate asks from tasks of its own, which rmcp's own
+    /// association does not reach.
+    pub call: rmcp::model::RequestId,
 }
 
 impl Approver for ElicitApprover {
@@ -82,18 +87,39 @@ impl Approver for ElicitApprover {
     }
 
     fn ask(&self, ask: Ask, _key: Key, timeout: Duration) -> AnswerFuture {
-        let peer = self.peer.clone();
+        let (peer, call) = (self.peer.clone(), self.call.clone());
         Box::pin(async move {
-            match peer
-                .create_elicitation_with_timeout(form(&ask), Some(timeout))
-                .await
-            {
+            match elicit(&peer, call, form(&ask), timeout).await {
                 Ok(result) => answer(&result, "the user"),
                 Err(error) => Answer::Deny {
                     by: format!("nobody (the elicitation failed: {error})"),
                 },
             }
         })
+    }
+}
+
+/// Sends `elicitation/create` with `params` as part of call `call`, and waits for the answer.
+async fn elicit(
+    peer: &Peer<RoleServer>,
+    call: rmcp::model::RequestId,
+    params: rmcp::model::ElicitRequestParams,
+    timeout: Duration,
+) -> Result<rmcp::model::ElicitResult, rmcp::service::ServiceError> {
+    use rmcp::model::{ClientResult, ElicitRequest, GetExtensions, ServerRequest};
+    let mut request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+    request
+        .extensions_mut()
+        .insert(rmcp::service::OriginatingRequestId(call));
+    let options = rmcp::service::PeerRequestOptions::with_timeout(timeout);
+    let result = peer
+        .send_request_with_option(request, options)
+        .await?
+        .await_response()
+        .await?;
+    match result {
+        ClientResult::ElicitResult(result) => Ok(result),
+        _ => Err(rmcp::service::ServiceError::UnexpectedResponse),
     }
 }
 
@@ -104,6 +130,10 @@ pub struct RetryApprover;
 impl Approver for RetryApprover {
     fn channel(&self) -> &'static str {
         RETRY_CHANNEL
+    }
+
+    fn answers_later(&self) -> bool {
+        true
     }
 
     fn ask(&self, _ask: Ask, _key: Key, _timeout: Duration) -> AnswerFuture {

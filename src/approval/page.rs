@@ -277,6 +277,10 @@ impl Approver for PageApprover {
         CHANNEL
     }
 
+    fn answers_later(&self) -> bool {
+        true
+    }
+
     fn ask(&self, ask: Ask, key: Key, _timeout: Duration) -> AnswerFuture {
         let what = ask.request.what();
         let (page, caller, code) = (self.page.clone(), self.caller.clone(), self.code.clone());

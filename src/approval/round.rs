@@ -160,9 +160,17 @@ impl Approvals {
             ))
         };
         let adopted = store
-            .adopt_unfinished(digest)
+            .adopt_unfinished(digest, TURN_WAIT)
             .await
             .map_err(|e| unavailable(&e))?
+            .ok_or_else(|| {
+                RoundError(format!(
+                    "this code is still running for this caller (another call of the same code \
+                     has written and not finished, for {} s now); run it again once that one has \
+                     finished",
+                    TURN_WAIT.as_secs()
+                ))
+            })?
             .0;
         let own = |entries: Vec<Sent>| RunJournal::own(store.clone(), digest, entries, lease);
         if !chained {

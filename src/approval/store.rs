@@ -34,8 +34,8 @@ const MAX_GRANTS_PER_CHAIN: usize = 64;
 
 /// How long a turn lasts unless its holder renews it (a replica that stopped renews nothing),
 /// and how often the holder does.
-const TURN_LEASE: Duration = Duration::from_secs(30);
-const TURN_RENEWAL: Duration = Duration::from_secs(10);
+const TURN_LEASE: Duration = Duration::from_secs(10);
+const TURN_RENEWAL: Duration = Duration::from_secs(3);
 
 /// What a decision given on the page lets through.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -511,29 +511,55 @@ impl Store {
     }
 
     /// The writes of runs of the code with digest `code` that ended without finishing (their
-    /// replica stopped, or their time is up), taken over: each such run is adopted once.
-    pub async fn adopt_unfinished(&self, code: &str) -> Result<Adopted, StateError> {
-        let now = self.state.now_ms();
-        let mut adopted = Vec::new();
-        for run in self.state.members(&runs_of(code)).await? {
-            let Some(held) = self.state.read::<Run>(&run_key(&run)).await? else {
-                self.state.dismiss(&runs_of(code), &run).await?;
-                continue;
-            };
-            if held.until_ms > now && self.state.alive(&held.replica).await? {
-                continue;
+    /// replica stopped, or their time is up), taken over: each such run is adopted once. A
+    /// run of the code still going on another call is waited for, up to `wait` (its writes
+    /// could be this run's): `None` when one still is.
+    pub async fn adopt_unfinished(
+        &self,
+        code: &str,
+        wait: Duration,
+    ) -> Result<Option<Adopted>, StateError> {
+        let until = tokio::time::Instant::now() + wait;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            let (going, stopped) = self.unfinished(code).await?;
+            if !going {
+                let mut adopted = Vec::new();
+                for run in stopped {
+                    // Taken in one step: of two runs that find it, one continues it.
+                    if let Some(text) = self.state.take(&run_key(&run)).await? {
+                        let held: Run = serde_json::from_str(&text)
+                            .map_err(|e| StateError::Unreadable(format!("run {run}: {e}")))?;
+                        let mut journal = held.journal;
+                        journal.expire_holds(&|_| true);
+                        adopted.extend(journal.snapshot());
+                    }
+                    self.state.dismiss(&runs_of(code), &run).await?;
+                }
+                return Ok(Some(Adopted(adopted)));
             }
-            // Taken in one step: of two runs that find it, one continues it.
-            if let Some(text) = self.state.take(&run_key(&run)).await? {
-                let held: Run = serde_json::from_str(&text)
-                    .map_err(|e| StateError::Unreadable(format!("run {run}: {e}")))?;
-                let mut journal = held.journal;
-                journal.expire_holds(&|_| true);
-                adopted.extend(journal.snapshot());
+            if tokio::time::Instant::now() + pause > until {
+                return Ok(None);
             }
-            self.state.dismiss(&runs_of(code), &run).await?;
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(500));
         }
-        Ok(Adopted(adopted))
+    }
+
+    /// Whether a run of `code` is going on, and the runs of it that stopped unfinished.
+    async fn unfinished(&self, code: &str) -> Result<(bool, Vec<String>), StateError> {
+        let now = self.state.now_ms();
+        let (mut going, mut stopped) = (false, Vec::new());
+        for run in self.state.members(&runs_of(code)).await? {
+            match self.state.read::<Run>(&run_key(&run)).await? {
+                None => self.state.dismiss(&runs_of(code), &run).await?,
+                Some(held) if held.until_ms > now && self.state.alive(&held.replica).await? => {
+                    going = true;
+                }
+                Some(_) => stopped.push(run),
+            }
+        }
+        Ok((going, stopped))
     }
 
     /// Makes room for one more chain of `caller`: past its own bound, its chain finished the

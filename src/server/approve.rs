@@ -35,6 +35,7 @@ pub fn channel(context: &RequestContext<RoleServer>) -> Channel {
     if handshake {
         Channel::Now(Arc::new(ElicitApprover {
             peer: context.peer.clone(),
+            call: context.id.clone(),
         }))
     } else {
         let retry = context.extensions.get::<RetryInput>().cloned();

@@ -13,8 +13,8 @@ use tokio::sync::broadcast;
 use super::{Letter, StateError};
 
 /// How often this replica says it is alive, and how long the word lasts.
-pub const HEARTBEAT: Duration = Duration::from_secs(3);
-const ALIVE_FOR: Duration = Duration::from_secs(10);
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
+const ALIVE_FOR: Duration = Duration::from_secs(4);
 
 const SWAP: &str = r"
 local current = redis.call('GET', KEYS[1])

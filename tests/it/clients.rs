@@ -51,7 +51,7 @@ const CHECKS: [&str; 13] = [
     "still_serving",
 ];
 
-fn clients_dir() -> PathBuf {
+pub(crate) fn clients_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients")
 }
 

@@ -18,7 +18,7 @@ use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
 use crate::signin::{AuthServer, execute, free_port, now, post};
-use crate::support::{Listening, listening, requirement_met};
+use crate::support::{Listening, Redis, listening};
 
 /// The orders API's spec: list (orders:read), create (orders:write), purge (orders:admin).
 const ORDERS_SPEC: &str = r#"{"openapi": "3.0.0", "info": {"title": "Orders", "version": "1"},
@@ -662,75 +662,6 @@ async fn two_replicas_share_links_through_redis() {
             !dump.contains(token.as_str()),
             "a token in Redis in the clear"
         );
-    }
-}
-
-/// A Redis server from Debian's package on a free loopback port, nothing saved.
-struct Redis {
-    _child: tokio::process::Child,
-    url: String,
-    port: u16,
-}
-
-impl Redis {
-    async fn start() -> Option<Self> {
-        let binary = Path::new("/usr/bin/redis-server");
-        if !requirement_met(
-            binary.exists(),
-            "redis-server is not installed (scripts/test-deps)",
-        ) {
-            return None;
-        }
-        let port = free_port();
-        let child = tokio::process::Command::new(binary)
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        for _ in 0..100 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_ok()
-            {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Some(Self {
-            _child: child,
-            url: format!("redis://127.0.0.1:{port}/0"),
-            port,
-        })
-    }
-
-    /// Every key and value, as `redis-cli` prints them.
-    async fn dump(&self) -> String {
-        let port = self.port.to_string();
-        let keys = tokio::process::Command::new("redis-cli")
-            .args(["-p", &port, "--scan"])
-            .output()
-            .await
-            .unwrap();
-        let mut out = String::from_utf8_lossy(&keys.stdout).into_owned();
-        for key in String::from_utf8_lossy(&keys.stdout).lines() {
-            let value = tokio::process::Command::new("redis-cli")
-                .args(["-p", &port, "GET", key])
-                .output()
-                .await
-                .unwrap();
-            out.push_str(&String::from_utf8_lossy(&value.stdout));
-        }
-        out
     }
 }
 

@@ -305,3 +305,74 @@ pub fn shared_spec(file: &str) -> Option<std::path::PathBuf> {
         .join(file);
     requirement_met(path.exists(), &format!("{} is absent", path.display())).then_some(path)
 }
+
+/// A Redis server from Debian's package on a free loopback port, nothing saved.
+pub struct Redis {
+    _child: tokio::process::Child,
+    /// Its URL, database 0.
+    pub url: String,
+    port: u16,
+}
+
+impl Redis {
+    /// Starts one; `None` (a skip, which CI refuses) without redis-server.
+    pub async fn start() -> Option<Self> {
+        let binary = std::path::Path::new("/usr/bin/redis-server");
+        if !requirement_met(
+            binary.exists(),
+            "redis-server is not installed (scripts/test-deps)",
+        ) {
+            return None;
+        }
+        let port = crate::signin::free_port();
+        let child = tokio::process::Command::new(binary)
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        for _ in 0..100 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Some(Self {
+            _child: child,
+            url: format!("redis://127.0.0.1:{port}/0"),
+            port,
+        })
+    }
+
+    /// Every key and value, as `redis-cli` prints them.
+    pub async fn dump(&self) -> String {
+        let port = self.port.to_string();
+        let keys = tokio::process::Command::new("redis-cli")
+            .args(["-p", &port, "--scan"])
+            .output()
+            .await
+            .unwrap();
+        let mut out = String::from_utf8_lossy(&keys.stdout).into_owned();
+        for key in String::from_utf8_lossy(&keys.stdout).lines() {
+            let value = tokio::process::Command::new("redis-cli")
+                .args(["-p", &port, "GET", key])
+                .output()
+                .await
+                .unwrap();
+            out.push_str(&String::from_utf8_lossy(&value.stdout));
+        }
+        out
+    }
+}
