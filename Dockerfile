@@ -25,8 +25,10 @@ RUN --mount=type=cache,id=sdkbox-cargo-registry,target=/usr/local/cargo/registry
  && install -D -m 0755 target/release/sdkbox /out/sdkbox \
  && strip --strip-debug /out/sdkbox
 # The type check's compiler (TypeScript 7's native tsc, the npm package sdkbox pins, checked
-# against its digest), so a container checks scripts without downloading anything.
-RUN /out/sdkbox fetch-tsc --into /out/typescript
+# against its digest), so a container checks scripts without downloading anything. Behind a
+# TLS-inspecting proxy the bundle cargo was given is sdkbox's too (SSL_CERT_FILE).
+RUN if [ -n "${CARGO_HTTP_CAINFO:-}" ]; then export SSL_CERT_FILE="$CARGO_HTTP_CAINFO"; fi \
+ && /out/sdkbox fetch-tsc --into /out/typescript
 
 FROM ${RUNTIME_IMAGE}
 # ca-certificates: the provider's TLS roots (reqwest verifies against the system's store).

@@ -100,7 +100,9 @@ pub struct ApprovalArgs {
     /// Append every decision about a write to this file, as JSON lines (synced).
     #[arg(long)]
     pub audit_log: Option<PathBuf>,
-    /// Where the loopback approval page listens (for clients without elicitation), or `off`.
+    /// The approval page, for clients without elicitation: a loopback address it listens on
+    /// (default), the public URL humans reach this server by (`https://mcp.example.com`:
+    /// served by the HTTP server itself at /approve/, by any replica), or `off`.
     #[arg(long, default_value = "127.0.0.1:0")]
     pub approval_page: String,
     /// Environment variable holding the key that seals 2026-07-28 approval request states
@@ -497,10 +499,19 @@ pub struct Loaded {
     pub model: ModelChoice,
 }
 
-/// Starts the approval page at `addr`, unless it is `off`.
+/// Starts the approval page at `addr`, unless it is `off`; a URL serves it on the HTTP
+/// server itself, at that public origin (behind a balancer, any replica answers).
 async fn with_page(addr: &str, approvals: Approvals) -> Result<Approvals, ConfigError> {
     if addr == "off" {
         return Ok(approvals);
+    }
+    if addr.starts_with("https://") || addr.starts_with("http://") {
+        let origin = Url::parse(addr).map_err(|e| {
+            ConfigError::Invalid(format!("--approval-page `{addr}` is not a URL: {e}"))
+        })?;
+        return approvals
+            .with_public_page(&origin)
+            .map_err(|e| ConfigError::Invalid(format!("--approval-page: {e}")));
     }
     let addr: std::net::SocketAddr = addr.parse().map_err(|_| {
         ConfigError::Invalid(format!(

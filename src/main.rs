@@ -12,8 +12,21 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(version, about)]
 struct Cli {
+    /// How log lines (on stderr) are written: text (ANSI colours only on a terminal) or json
+    /// (one object a line, for a log collector).
+    #[arg(long, global = true, env = "SDKBOX_LOG_FORMAT", default_value = "text")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// How log lines are written.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object a line.
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -37,17 +50,33 @@ enum Command {
 
 fn main() -> ExitCode {
     disable_bytecode_cache();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .init();
     let cli = Cli::parse();
+    log_to_stderr(cli.log_format);
     match run(cli) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("sdkbox: {error:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// Logs go to stderr (stdout carries results), at the level `RUST_LOG` sets (default: info
+/// for sdkbox, warnings for the rest), in `format`.
+fn log_to_stderr(format: LogFormat) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sdkbox=info"));
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
+    match format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .init(),
     }
 }
 

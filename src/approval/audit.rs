@@ -81,29 +81,68 @@ struct Line<'a> {
     error: Option<&'a str>,
 }
 
-/// An append-only audit file.
-#[derive(Debug)]
+/// An append-only audit trail: a file (each line synced to disk before anything it
+/// announces happens), or a pipe or standard output (`-`: a container's usual sink), where
+/// each line is flushed whole.
 pub struct AuditLog {
-    file: Mutex<std::fs::File>,
+    sink: Mutex<Box<dyn Write + Send>>,
+    /// Whether lines are synced to disk (a regular file); a pipe or a terminal cannot be.
+    durable: bool,
+}
+
+impl std::fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditLog")
+            .field("durable", &self.durable)
+            .finish()
+    }
 }
 
 impl AuditLog {
-    /// Opens `path` for appending, creating it.
+    /// Opens `path` for appending, creating it; `-` is standard output.
     pub fn open(path: &Path) -> std::io::Result<Self> {
+        if path == Path::new("-") {
+            return Ok(Self {
+                sink: Mutex::new(Box::new(std::io::stdout())),
+                durable: false,
+            });
+        }
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)?;
+        let durable = file.metadata()?.file_type().is_file();
         Ok(Self {
-            file: Mutex::new(file),
+            sink: Mutex::new(Box::new(Durable { file, durable })),
+            durable,
         })
     }
 
     fn append(&self, mut text: Vec<u8>) -> std::io::Result<()> {
         text.push(b'\n');
-        let mut file = crate::lock::lock(&self.file);
-        file.write_all(&text)?;
-        file.sync_data()
+        let mut sink = crate::lock::lock(&self.sink);
+        sink.write_all(&text)?;
+        sink.flush()
+    }
+}
+
+/// A file whose flush syncs its data to disk when it is a regular file.
+struct Durable {
+    file: std::fs::File,
+    durable: bool,
+}
+
+impl Write for Durable {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.file.write(bytes)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()?;
+        if self.durable {
+            self.file.sync_data()?;
+        }
+        Ok(())
     }
 }
 

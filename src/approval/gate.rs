@@ -459,6 +459,20 @@ impl Gate {
             }
             None => decision,
         };
+        if write || rule != Rule::Allow {
+            let note = decision.note();
+            let rule = match note.rule {
+                Rule::Allow => "allow",
+                Rule::Approve => "approve",
+                Rule::Deny => "deny",
+            };
+            metrics::counter!(
+                "sdkbox_request_decisions_total",
+                "rule" => rule,
+                "decision" => note.decision.as_str()
+            )
+            .increment(1);
+        }
         // A claim of a write that is not sent is released when dropped, here.
         let sends = matches!(decision, Decision::Send(_));
         let claimed = claimed.filter(|_| sends);

@@ -280,6 +280,7 @@ struct Waiting<'a> {
 
 impl<'a> Waiting<'a> {
     fn start(state: &'a Mutex<State>) -> Self {
+        metrics::gauge!("sdkbox_approvals_waiting").increment(1.0);
         let mut locked = lock(state);
         if locked.waits == 0 {
             locked.waiting_since = Some(tokio::time::Instant::now());
@@ -291,6 +292,7 @@ impl<'a> Waiting<'a> {
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
+        metrics::gauge!("sdkbox_approvals_waiting").decrement(1.0);
         let mut state = lock(self.state);
         state.waits = state.waits.saturating_sub(1);
         if state.waits == 0

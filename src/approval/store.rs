@@ -563,27 +563,31 @@ impl Store {
     }
 
     /// Makes room for one more chain of `caller`: past its own bound, its chain finished the
-    /// longest ago goes; a chain still waiting, or another caller's, never does.
+    /// longest ago goes; a chain still waiting, or another caller's, never does. Runs of the
+    /// caller making room at once each take a finished chain of their own.
     async fn room(&self, caller: &Caller, code: &str) -> Result<(), StoreError> {
         let own = chains_of(caller);
-        if !self
-            .state
-            .admit(&own, code, CHAIN_LIFETIME, MAX_CHAINS_PER_CALLER)
-            .await?
-        {
-            self.drop_finished(caller).await?;
-            if !self
+        let mut admitted = false;
+        for _ in 0..MAX_CHAINS_PER_CALLER {
+            if self
                 .state
                 .admit(&own, code, CHAIN_LIFETIME, MAX_CHAINS_PER_CALLER)
                 .await?
             {
-                return Err(StoreError::Full(format!(
-                    "this caller already has {MAX_CHAINS_PER_CALLER} scripts waiting for \
-                     decisions; ask the user to decide those first (or wait for them to expire \
-                     after {} minutes)",
-                    GRANT_LIFETIME.as_secs() / 60
-                )));
+                admitted = true;
+                break;
             }
+            if !self.drop_finished(caller).await? {
+                break;
+            }
+        }
+        if !admitted {
+            return Err(StoreError::Full(format!(
+                "this caller already has {MAX_CHAINS_PER_CALLER} scripts waiting for \
+                 decisions; ask the user to decide those first (or wait for them to expire \
+                 after {} minutes)",
+                GRANT_LIFETIME.as_secs() / 60
+            )));
         }
         if !self
             .state
@@ -600,16 +604,19 @@ impl Store {
         Ok(())
     }
 
-    /// Removes `caller`'s chain finished the longest ago (and forgets chains already gone).
-    async fn drop_finished(&self, caller: &Caller) -> Result<(), StateError> {
+    /// Removes `caller`'s chain finished the longest ago (and forgets chains already gone);
+    /// whether any room was made.
+    async fn drop_finished(&self, caller: &Caller) -> Result<bool, StateError> {
         let own = chains_of(caller);
         let now = self.state.now_ms();
         let mut oldest: Option<(u64, String)> = None;
+        let mut made_room = false;
         for code in self.state.members(&own).await? {
             match self.state.read::<Chain>(&chain_key(&code)).await? {
                 None => {
                     self.state.dismiss(&own, &code).await?;
                     self.state.dismiss("chains", &code).await?;
+                    made_room = true;
                 }
                 Some(chain) if chain.waiting_until_ms <= now => {
                     if oldest.as_ref().is_none_or(|(t, _)| chain.touched_ms < *t) {
@@ -623,8 +630,9 @@ impl Store {
             self.state.take(&chain_key(&code)).await?;
             self.state.dismiss(&own, &code).await?;
             self.state.dismiss("chains", &code).await?;
+            made_room = true;
         }
-        Ok(())
+        Ok(made_room)
     }
 }
 
@@ -796,6 +804,29 @@ pub(super) mod tests {
         assert!(store.join(&other, "theirs").await.unwrap());
         tokio::time::advance(CHAIN_LIFETIME + Duration::from_secs(1)).await;
         assert!(!store.join(&greedy, "code 1").await.unwrap());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn runs_making_room_at_once_each_take_a_finished_chain_of_their_own() {
+        let store = store();
+        let busy = caller("busy");
+        for n in 0..MAX_CHAINS_PER_CALLER {
+            let code = format!("code {n}");
+            store.publish(&busy, &code, Vec::new(), true).await.unwrap();
+            store.rest(&code).await.unwrap();
+        }
+        let made = futures_util::future::join_all((0..4).map(|n| {
+            let (store, busy) = (store.clone(), busy.clone());
+            async move {
+                store
+                    .publish(&busy, &format!("new {n}"), Vec::new(), true)
+                    .await
+            }
+        }))
+        .await;
+        for made in made {
+            made.unwrap();
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -44,6 +44,9 @@ pub async fn exec(args: ExecArgs) -> Result<ExitCode> {
             .with_context(|| format!("cannot read {}", args.file.display()))?
     };
     let mut file = ProviderFile::default();
+    if args.provider.approval.audit_log.as_deref() == Some(std::path::Path::new("-")) {
+        anyhow::bail!("--audit-log -: standard output carries the outcome; give a file");
+    }
     args.provider.apply(&mut file);
     file.limits.timeout_ms = Some(args.timeout_ms);
     file.limits.memory_mb = Some(args.memory_mb);

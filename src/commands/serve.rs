@@ -47,7 +47,9 @@ pub struct ServeArgs {
     /// A host name clients reach the HTTP server by (repeatable; loopback is allowed).
     #[arg(long = "allowed-host")]
     pub allowed_hosts: Vec<String>,
-    /// No HTTP sessions: each request stands alone, for several instances behind a balancer.
+    /// No HTTP sessions: each request stands alone (handshake-era clients then cannot be
+    /// asked to approve a write: they are never offered elicitation). Replicas do not need
+    /// it: with a shared --state, any replica serves any session.
     #[arg(long)]
     pub stateless: bool,
     /// HTTP header in which a remote client may send its own provider key for its session.
@@ -87,10 +89,20 @@ pub struct ServeArgs {
     /// HTTP: seconds an unused MCP session lives.
     #[arg(long, default_value_t = 600)]
     pub session_idle_s: u64,
+    /// HTTP: on SIGTERM, seconds the calls in flight have to end (then they are cancelled
+    /// and the server exits); a second signal stops at once. Keep it below the platform's
+    /// own grace (Kubernetes' terminationGracePeriodSeconds, less its preStop pause).
+    #[arg(long, default_value_t = 30)]
+    pub shutdown_grace_s: u64,
+    /// HTTP: on SIGTERM, milliseconds the server still takes new calls while readiness fails,
+    /// until the balancer notices; then it refuses them with 503.
+    #[arg(long, default_value_t = 3_000)]
+    pub drain_delay_ms: u64,
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM (what process managers and MCP clients send on
-/// close): either way the server returns, its pool and temporary directories are dropped.
+/// close): the server drains (HTTP) or returns (stdio); its pool and temporary directories
+/// are dropped.
 async fn terminated() {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(term) => term,
@@ -110,12 +122,29 @@ async fn terminated() {
 /// SIGTERM ends it.
 pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
     let shutdown = CancellationToken::new();
+    let lifecycle = sdkbox::server::Lifecycle::new();
     // Watched from the start: a signal during startup stops the server as soon as it is up.
-    let stop = shutdown.clone();
+    // Over HTTP the first signal drains the server; a second stops it at once.
+    let (stop, now) = (shutdown.clone(), lifecycle.clone());
     tokio::spawn(async move {
         terminated().await;
         stop.cancel();
+        terminated().await;
+        now.stop();
     });
+    if args.http.is_none()
+        && args.provider.approval.audit_log.as_deref() == Some(std::path::Path::new("-"))
+    {
+        anyhow::bail!(
+            "--audit-log -: over stdio, standard output carries the MCP messages; give a file (or serve --http)"
+        );
+    }
+    let page = &args.provider.approval.approval_page;
+    if args.http.is_none() && (page.starts_with("https://") || page.starts_with("http://")) {
+        anyhow::bail!(
+            "--approval-page {page}: a page on a public URL is served by the HTTP server: add --http, or give a loopback address"
+        );
+    }
     let mut file = match &args.config {
         Some(path) => ProviderFile::read(path)?,
         None => ProviderFile::default(),
@@ -176,9 +205,15 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
     let linking = match (file.provider_oauth.take(), &sign_in) {
         (None, _) => None,
         (Some(table), Some(sign_in)) => {
-            let settings = table.check(&sign_in.settings().public_url, &|name| {
+            let chosen = table.store.is_some();
+            let mut settings = table.check(&sign_in.settings().public_url, &|name| {
                 std::env::var(name).ok()
             })?;
+            // Replicas sharing a state store share the links too, unless told otherwise.
+            let state = &file.approval.state;
+            if !chosen && (state.starts_with("redis://") || state.starts_with("rediss://")) {
+                settings.store = sdkbox::linking::StoreChoice::Redis(state.clone());
+            }
             Some(std::sync::Arc::new(
                 sdkbox::linking::Linking::start(settings, sign_in.clone()).await?,
             ))
@@ -223,6 +258,11 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
                 ),
                 None => None,
             };
+            if args.stateless {
+                eprintln!(
+                    "sdkbox: warning: --stateless: handshake-era clients get no session, so they are never asked to approve writes through elicitation; replicas sharing --state serve any session without it"
+                );
+            }
             let options = HttpOptions {
                 token,
                 sign_in,
@@ -241,13 +281,49 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
                 },
                 max_sessions: args.max_sessions.max(1),
                 session_idle: std::time::Duration::from_secs(args.session_idle_s.max(1)),
+                lifecycle: lifecycle.clone(),
+                drain_delay: std::time::Duration::from_millis(args.drain_delay_ms),
+                grace: std::time::Duration::from_secs(args.shutdown_grace_s),
+                metrics: metrics_recorder(),
             };
             let listener = tokio::net::TcpListener::bind(address)
                 .await
                 .with_context(|| format!("cannot listen on {address}"))?;
-            serve_http(provider, options, listener, shutdown.clone()).await?;
+            serve_http(provider.clone(), options, listener, shutdown.clone()).await?;
+            // Other replicas take this one's unsettled claims for writes that may have been
+            // sent at once, not seconds later.
+            provider.approvals.state().retire().await;
         }
     }
     shutdown.cancel();
     Ok(ExitCode::SUCCESS)
+}
+
+/// Installs the metrics recorder `/metrics` renders; `None`, with a warning, if one is
+/// installed already.
+fn metrics_recorder() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
+    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+    // Seconds, from a quick search to an execution that waited for a human.
+    let buckets = [
+        0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+    ];
+    let built = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &buckets)
+        .and_then(|builder| builder.install_recorder());
+    match built {
+        Ok(handle) => {
+            let upkeep = handle.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                    upkeep.run_upkeep();
+                }
+            });
+            Some(handle)
+        }
+        Err(error) => {
+            tracing::warn!(%error, "metrics are not recorded");
+            None
+        }
+    }
 }

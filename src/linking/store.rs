@@ -170,10 +170,14 @@ fn redacted(url: &str) -> String {
 /// user has at most one offer open, so this is a bound on users linking at once.
 const MAX_EXPIRING: usize = 20_000;
 
-/// The file store: lasting records in a JSON file (mode 0600), expiring ones in memory.
+/// The file store: lasting records in a JSON file (mode 0600), expiring ones in memory. One
+/// process at a time: it holds a lock on the file beside it (`<file>.lock`) while it lives,
+/// and a second process (a replica sharing the file through a volume) is refused at start.
 pub struct FileStore {
     path: PathBuf,
     state: std::sync::Mutex<FileState>,
+    /// Held open, and locked, while the store lives.
+    _lock: std::fs::File,
 }
 
 #[derive(Default)]
@@ -184,6 +188,7 @@ struct FileState {
 
 impl FileStore {
     fn open(path: &Path) -> Result<Self, StoreError> {
+        let lock = lock_beside(path)?;
         let lasting = match std::fs::read(path) {
             Ok(bytes) => serde_json::from_slice(&bytes)
                 .map_err(|e| StoreError(format!("{} is not a link store: {e}", path.display())))?,
@@ -196,6 +201,7 @@ impl FileStore {
                 lasting,
                 expiring: HashMap::new(),
             }),
+            _lock: lock,
         };
         // Fail at start, not at the first link, when the file cannot be written.
         let state = store.lock();
@@ -283,6 +289,36 @@ impl FileStore {
     }
 }
 
+/// Locks `<path>.lock` for this process, or says which other process's store it is.
+fn lock_beside(path: &Path) -> Result<std::fs::File, StoreError> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    let lock_path = PathBuf::from(name);
+    if let Some(dir) = lock_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| StoreError(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| StoreError(format!("cannot open {}: {e}", lock_path.display())))?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(file),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(StoreError(format!(
+            "another sdkbox process uses the link store {}: a file keeps the links of one \
+             process; replicas need a shared store (store = \"redis://...\" under \
+             [provider_oauth], or leave it unset with --state redis://...)",
+            path.display()
+        ))),
+        Err(error) => Err(StoreError(format!(
+            "cannot lock {}: {error}",
+            lock_path.display()
+        ))),
+    }
+}
+
 #[cfg(unix)]
 fn private() -> std::fs::Permissions {
     use std::os::unix::fs::PermissionsExt;
@@ -319,6 +355,11 @@ mod tests {
             let mode = std::fs::metadata(&path).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600);
         }
+        // Another process's store (a lock of its own on the same file) is refused.
+        let held = Store::open(&StoreChoice::File(path.clone())).await;
+        let refused = held.err().unwrap().to_string();
+        assert!(refused.contains("another sdkbox process"), "{refused}");
+        drop(store);
         let reopened = Store::open(&StoreChoice::File(path)).await.unwrap();
         assert_eq!(
             reopened.get("link:a").await.unwrap().as_deref(),

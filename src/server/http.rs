@@ -1,4 +1,5 @@
-//! Streamable HTTP at `/mcp` (rmcp on axum), with `GET /healthz`. Loopback by default;
+//! Streamable HTTP at `/mcp` (rmcp on axum), with `/healthz`, `/readyz` and `/metrics`
+//! (`ops.rs`), and the approval page when it is served on the public URL. Loopback by default;
 //! binding elsewhere needs a bearer token, checked in constant time, or sign-in (OAuth, see
 //! `crate::signin`, with its protected resource metadata served here). Browser `Origin`s are
 //! checked against an allowlist (DNS rebinding), request bodies are capped, connections and
@@ -13,7 +14,6 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
@@ -48,9 +48,19 @@ pub struct HttpOptions {
     pub max_sessions: usize,
     /// How long an unused session lives.
     pub session_idle: std::time::Duration,
+    /// Draining and stopping (see `lifecycle.rs`).
+    pub lifecycle: super::lifecycle::Lifecycle,
+    /// How long a draining server still serves new calls, and how long calls in flight have
+    /// to end from the start of the drain.
+    pub drain_delay: std::time::Duration,
+    /// See `drain_delay`.
+    pub grace: std::time::Duration,
+    /// The metrics recorder's handle, for `/metrics`.
+    pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }
 
-/// Serves MCP on `listener` until `shutdown` is cancelled.
+/// Serves MCP on `listener`; once `shutdown` is cancelled, drains (see `lifecycle.rs`) and
+/// returns when it has stopped.
 pub async fn serve_http(
     provider: Arc<Provider>,
     options: HttpOptions,
@@ -71,8 +81,21 @@ pub async fn serve_http(
             "refusing to serve on {address} without a bearer token or sign-in: set --token-env NAME, or --oauth-issuer URL with --public-url URL, or bind to 127.0.0.1"
         )));
     }
+    let lifecycle = options.lifecycle.clone();
+    {
+        let lifecycle = lifecycle.clone();
+        tokio::spawn(async move {
+            shutdown.cancelled().await;
+            lifecycle.drain();
+        });
+    }
+    let ending = {
+        let lifecycle = lifecycle.clone();
+        let (delay, grace) = (options.drain_delay, options.grace);
+        tokio::spawn(async move { lifecycle.run(delay, grace).await })
+    };
     let mut config = StreamableHttpServerConfig::default();
-    config.cancellation_token = shutdown.child_token();
+    config.cancellation_token = lifecycle.stopped().child_token();
     config.max_request_body_bytes = options.max_body_bytes;
     let mut origins = vec![
         "http://localhost:*".to_owned(),
@@ -124,11 +147,13 @@ pub async fn serve_http(
     let provider_name = provider.name.clone();
     let for_sessions = options.sign_in.clone();
     let linking = options.linking.clone();
+    let for_server = (provider.clone(), lifecycle.clone());
     let service = StreamableHttpService::new(
         move || {
-            Ok(SdkboxServer::new(provider.clone(), None)
+            Ok(SdkboxServer::new(for_server.0.clone(), None)
                 .signed_in_by(for_sessions.clone())
-                .linked_by(linking.clone()))
+                .linked_by(linking.clone())
+                .living(for_server.1.clone()))
         },
         sessions.clone(),
         config,
@@ -139,6 +164,10 @@ pub async fn serve_http(
     let mcp = Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn(session_closed_is_no_content))
+        .layer(axum::middleware::from_fn_with_state(
+            lifecycle.clone(),
+            super::lifecycle::refuse_new_calls,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(room),
             sessions_have_room,
@@ -155,7 +184,11 @@ pub async fn serve_http(
         )),
         None => mcp.layer(axum::middleware::from_fn_with_state(token, require_token)),
     };
-    let mut app = Router::new().route("/healthz", get(|| async { "ok" }));
+    let mut app = super::ops::routes(provider.clone(), lifecycle.clone(), options.metrics.clone());
+    if let Some(page) = provider.approvals.page().filter(|page| page.is_public()) {
+        app = app.merge(page.routes());
+        eprintln!("sdkbox: approval page at {}/approve/", page.origin());
+    }
     if let Some(sign_in) = &options.sign_in {
         app = app.merge(super::signin::metadata_routes(sign_in.clone(), &name));
         eprintln!(
@@ -184,9 +217,12 @@ pub async fn serve_http(
     }
     let app = app.merge(mcp);
     tracing::info!("serving MCP on http://{address}/mcp");
-    eprintln!("sdkbox: MCP endpoint http://{address}/mcp (health: http://{address}/healthz)");
+    eprintln!(
+        "sdkbox: MCP endpoint http://{address}/mcp (health: /healthz, readiness: /readyz, metrics: /metrics)"
+    );
     let connections = within_descriptors(options.connections);
-    super::listen::serve(listener, app, connections, shutdown).await;
+    super::listen::serve(listener, app, connections, lifecycle.stopped().clone()).await;
+    let _ = ending.await;
     Ok(())
 }
 
@@ -242,6 +278,7 @@ async fn sessions_have_room(
     let initialize = serde_json::from_slice::<serde_json::Value>(&bytes)
         .is_ok_and(|message| message["method"] == "initialize");
     if initialize {
+        metrics::counter!("sdkbox_refused_total", "why" => "sessions").increment(1);
         return busy();
     }
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))

@@ -136,6 +136,7 @@ impl Lanes {
             connection(stream, self.busy.clone(), OVERFLOW_HEADER_TIMEOUT, shutdown).await;
             drop(permit);
         } else {
+            metrics::counter!("sdkbox_refused_total", "why" => "connections").increment(1);
             let _ = tokio::time::timeout(OVERFLOW_HEADER_TIMEOUT, stream.write_all(BUSY)).await;
         }
     }
@@ -174,16 +175,20 @@ async fn connection(
 fn overflow_app() -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
-        .fallback(|| async { busy() })
+        .fallback(|| async {
+            metrics::counter!("sdkbox_refused_total", "why" => "connections").increment(1);
+            busy()
+        })
 }
 
 /// 503 with `Retry-After`, closing the connection.
 pub fn busy() -> Response {
-    let mut response = (
-        StatusCode::SERVICE_UNAVAILABLE,
-        "the server is as busy as it serves at once; retry shortly\n",
-    )
-        .into_response();
+    retry_later("the server is as busy as it serves at once; retry shortly\n")
+}
+
+/// 503 saying `why`, with `Retry-After`, closing the connection.
+pub fn retry_later(why: &'static str) -> Response {
+    let mut response = (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
     let headers = response.headers_mut();
     headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     headers.insert(header::CONNECTION, HeaderValue::from_static("close"));

@@ -3,9 +3,11 @@
 
 mod approve;
 mod http;
+mod lifecycle;
 mod link_ask;
 mod linking;
 mod listen;
+mod ops;
 mod sessions;
 mod shared_sessions;
 mod signin;
@@ -13,6 +15,7 @@ mod stdio;
 mod tools;
 
 pub use http::{HttpOptions, serve_http};
+pub use lifecycle::Lifecycle;
 pub use listen::ConnectionLimits;
 
 use std::sync::Arc;
@@ -34,6 +37,7 @@ use crate::sdk::Sdk;
 use crate::search::{DEFAULT_LIMIT, DocsIndex, Filters};
 use crate::signin::{SignIn, SignedIn};
 use crate::worker::{Pool, Target};
+use tokio_util::sync::CancellationToken;
 
 /// What the server instructs the model, once, at initialisation.
 const INSTRUCTIONS: &str = "This server gives you one API through two tools. Work in two steps: \
@@ -89,6 +93,8 @@ pub struct SdkboxServer {
     sign_in: Option<Arc<SignIn>>,
     /// Account linking: signed-in users act with their own provider accounts.
     linking: Option<Arc<crate::linking::Linking>>,
+    /// The HTTP server's life: calls in flight are counted, and cancelled past its grace.
+    lifecycle: Option<Lifecycle>,
 }
 
 #[tool_router]
@@ -103,7 +109,30 @@ impl SdkboxServer {
             session,
             sign_in: None,
             linking: None,
+            lifecycle: None,
         }
+    }
+
+    /// This handler's calls are counted in `lifecycle`, and cancelled when it stops.
+    pub fn living(mut self, lifecycle: Lifecycle) -> Self {
+        self.lifecycle = Some(lifecycle);
+        self
+    }
+
+    /// What cancels an execution: its call's cancellation, or the server's stop.
+    fn cancellation(&self, context: &RequestContext<RoleServer>) -> CancellationToken {
+        let Some(lifecycle) = &self.lifecycle else {
+            return context.ct.clone();
+        };
+        let cancel = context.ct.child_token();
+        let (stopping, linked) = (lifecycle.stopping().clone(), cancel.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = stopping.cancelled() => linked.cancel(),
+                _ = linked.cancelled() => {}
+            }
+        });
+        cancel
     }
 
     /// This handler's requests come signed in through `sign_in` (the HTTP transport checked
@@ -142,6 +171,7 @@ impl SdkboxServer {
         )
         .await;
         let Ok(Ok(_slot)) = slot else {
+            metrics::counter!("sdkbox_refused_total", "why" => "searches_busy").increment(1);
             return Ok(tools::search_error(
                 "the server is busy with other searches; search again in a few seconds",
             ));
@@ -207,8 +237,18 @@ impl SdkboxServer {
         let warnings = match &self.provider.typecheck {
             None => Vec::new(),
             Some(check) => match check.verdict(&input.code).await {
-                crate::typecheck::Verdict::Run(warnings) => warnings,
+                crate::typecheck::Verdict::Run(warnings) => {
+                    let verdict = if warnings.is_empty() {
+                        "clean"
+                    } else {
+                        "warned"
+                    };
+                    metrics::counter!("sdkbox_typecheck_total", "verdict" => verdict).increment(1);
+                    warnings
+                }
                 crate::typecheck::Verdict::Stop(error) => {
+                    metrics::counter!("sdkbox_typecheck_total", "verdict" => "stopped")
+                        .increment(1);
                     return Ok(CallToolResponse::Complete(self.refused(&egress, error)));
                 }
             },
@@ -241,11 +281,13 @@ impl SdkboxServer {
             caller: caller.worker_identity(),
         };
         let heartbeat = progress_heartbeat(&context);
+        let cancel = self.cancellation(&context);
         let mut outcome = self
             .provider
             .pool
-            .execute(&target, &input.code, &limits, context.ct.clone())
+            .execute(&target, &input.code, &limits, cancel.clone())
             .await;
+        cancel.cancel();
         if !warnings.is_empty() {
             let scrubber = target.egress.scrubber();
             crate::sandbox::with_warnings(
@@ -457,6 +499,7 @@ impl ServerHandler for SdkboxServer {
                 None,
             ));
         }
+        let _in_flight = self.lifecycle.as_ref().map(Lifecycle::call);
         let mut request = request;
         let mut context = context;
         // A 2026-07-28 retry brings the approvals a human gave; the tool reads them here.
@@ -464,8 +507,25 @@ impl ServerHandler for SdkboxServer {
             state: request.request_state.take(),
             responses: request.input_responses.take(),
         });
+        let tool = request.name.to_string();
+        let principal = principal(&context);
+        let started = std::time::Instant::now();
         let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
-        self.tool_router.call(call).await
+        let response = self.tool_router.call(call).await;
+        let outcome = outcome_of(&response);
+        let elapsed = started.elapsed();
+        metrics::counter!("sdkbox_calls_total", "tool" => tool.clone(), "outcome" => outcome)
+            .increment(1);
+        metrics::histogram!("sdkbox_call_duration_seconds", "tool" => tool.clone())
+            .record(elapsed.as_secs_f64());
+        tracing::info!(
+            tool,
+            principal,
+            duration_ms = elapsed.as_millis() as u64,
+            outcome,
+            "call"
+        );
+        response
     }
 
     #[allow(
@@ -481,6 +541,59 @@ impl ServerHandler for SdkboxServer {
         let level = request.level;
         tracing::info!(?level, "client set the log level");
         Ok(())
+    }
+}
+
+/// Who made a call, for the log: who signed in, else the MCP session (as a short digest: its
+/// id opens it), else the one client of a token or of stdio.
+fn principal(context: &RequestContext<RoleServer>) -> String {
+    let parts = context.extensions.get::<axum::http::request::Parts>();
+    if let Some(who) = parts.and_then(|p| p.extensions.get::<Arc<SignedIn>>()) {
+        return who.who();
+    }
+    match parts.and_then(|p| p.headers.get("mcp-session-id")) {
+        Some(session) => {
+            use sha2::Digest;
+            let digest = sha2::Sha256::digest(session.as_bytes());
+            format!("session {}", crate::hex::hex(&digest[..6]))
+        }
+        None => "the client".to_owned(),
+    }
+}
+
+/// What became of a call, in a word: `ok`, the error's kind, `input_required` or
+/// `protocol_error`.
+fn outcome_of(response: &Result<CallToolResponse, ErrorData>) -> &'static str {
+    let result = match response {
+        Ok(CallToolResponse::Complete(result)) => result,
+        Ok(CallToolResponse::InputRequired(_)) => return "input_required",
+        Ok(_) => return "ok",
+        Err(_) => return "protocol_error",
+    };
+    if result.is_error != Some(true) {
+        return "ok";
+    }
+    let kind = result
+        .structured_content
+        .as_ref()
+        .and_then(|c| c.get("error"))
+        .and_then(|e| e.get("kind"))
+        .and_then(|k| k.as_str());
+    match kind {
+        Some("syntax") => "syntax",
+        Some("type") => "type",
+        Some("runtime") => "runtime",
+        Some("timeout") => "timeout",
+        Some("memory") => "memory",
+        Some("stack") => "stack",
+        Some("cancelled") => "cancelled",
+        Some("pending") => "pending",
+        Some("busy") => "busy",
+        Some("crashed") => "crashed",
+        Some("internal") => "internal",
+        Some("limit") => "limit",
+        Some("link") => "link",
+        _ => "error",
     }
 }
 

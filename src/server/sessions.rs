@@ -91,6 +91,7 @@ impl BoundedSessions {
         while let Some(delivery) = deliveries.next().await {
             match delivery {
                 Delivery::Message(id, message) => {
+                    metrics::counter!("sdkbox_forwarded_total", "way" => "in").increment(1);
                     if self.inner.has_session(&id).await.unwrap_or(false)
                         && let Err(error) = self.inner.accept_message(&id, *message).await
                     {
@@ -274,6 +275,7 @@ impl SessionManager for BoundedSessions {
         match self.tags.route(&message) {
             Route::Here => Ok(self.inner.accept_message(id, message).await?),
             Route::There(replica) => {
+                metrics::counter!("sdkbox_forwarded_total", "way" => "out").increment(1);
                 Ok(shared_sessions::forward(&self.state, &replica, id, message).await?)
             }
             Route::Everywhere => {

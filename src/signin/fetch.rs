@@ -61,7 +61,7 @@ pub(crate) async fn read_json(
     let response = request
         .send()
         .await
-        .map_err(|e| unreachable(e.to_string()))?;
+        .map_err(|e| unreachable(crate::capped::fetch_error(&e)))?;
     let status = response.status();
     if !status.is_success() {
         return Err(unreachable(format!("HTTP {status}")));

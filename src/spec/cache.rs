@@ -74,7 +74,7 @@ pub async fn fetch(
     }
     let response = match request.send().await {
         Ok(response) => response,
-        Err(error) => return fallback(error.to_string()),
+        Err(error) => return fallback(crate::capped::fetch_error(&error)),
     };
     if response.status() == reqwest::StatusCode::NOT_MODIFIED
         && let Some((text, _)) = &cached

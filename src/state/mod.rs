@@ -217,6 +217,20 @@ impl StateStore {
         format!("{}{key}", self.inner.prefix)
     }
 
+    /// Says this replica is gone: its claims count as writes that may have been sent at once,
+    /// not once its word of life expires (a process that stopped for good).
+    pub async fn retire(&self) {
+        for task in &self.inner.tasks {
+            task.abort();
+        }
+        if let Backend::Redis(redis) = &self.inner.backend {
+            let key = self.key(&format!("replica:{}", self.inner.replica));
+            if let Err(error) = redis.take(&key).await {
+                tracing::warn!(%error, "this replica's end could not be recorded");
+            }
+        }
+    }
+
     /// Whether the store answers now (for readiness).
     pub async fn ping(&self) -> Result<(), StateError> {
         match &self.inner.backend {

@@ -288,6 +288,7 @@ fn ms(ttl: Duration) -> u64 {
 }
 
 fn failed(error: redis::RedisError) -> StateError {
+    metrics::counter!("sdkbox_state_errors_total").increment(1);
     StateError::Unavailable(error.to_string())
 }
 

@@ -115,7 +115,9 @@ impl Checker {
         text: &str,
         deadline: Duration,
     ) -> Result<Vec<Diagnostic>, Unchecked> {
+        metrics::gauge!("sdkbox_typecheck_waiting").increment(1.0);
         let _turn = self.one_at_a_time.lock().await;
+        metrics::gauge!("sdkbox_typecheck_waiting").decrement(1.0);
         let connection = self.connection().await?;
         let n = self.documents.fetch_add(1, Ordering::Relaxed);
         // Not guessable either: no document names another.

@@ -172,7 +172,7 @@ pub async fn download(package: &Package, dir: &Path, registry: &str) -> Result<P
         .send()
         .await
         .and_then(reqwest::Response::error_for_status)
-        .map_err(|e| failed(e.to_string()))?;
+        .map_err(|e| failed(crate::capped::fetch_error(&e)))?;
     let tarball = crate::capped::capped_body(response, MAX_PACKAGE_BYTES)
         .await
         .map_err(|e| failed(format!("{e}: not used")))?;

@@ -137,6 +137,15 @@ impl TypeCheck {
         Some(Self { mode, checker, sdk })
     }
 
+    /// What the check is doing: `ready`, `downloading` (its compiler), or `unavailable`.
+    pub fn status(&self) -> &'static str {
+        match self.checker.get() {
+            Some(Ok(_)) => "ready",
+            Some(Err(_)) => "unavailable",
+            None => "downloading",
+        }
+    }
+
     /// Checks `code`. Code the sandbox refuses anyway (too large, nested too deeply) is not
     /// checked; deeply nested code is parsed on a thread with room for its recursion.
     pub async fn verdict(&self, code: &str) -> Verdict {

@@ -168,6 +168,11 @@ impl Pool {
         .await
     }
 
+    /// Workers alive or starting, idle or busy (for readiness).
+    pub fn workers_alive(&self) -> usize {
+        self.inner.live.load(Ordering::SeqCst)
+    }
+
     /// Process ids of the worker processes alive now, for tests and metrics.
     pub fn worker_pids(&self) -> Vec<u32> {
         lock(&self.inner.pids).clone()
@@ -188,13 +193,15 @@ impl Inner {
     fn take_idle(self: &Arc<Self>, identity: u64) -> Option<WorkerProcess> {
         loop {
             let mut worker = lock(&self.idle).pop_front()?;
-            if !worker.is_alive() {
+            let why = if !worker.is_alive() {
                 tracing::warn!(pid = worker.pid(), "an idle worker died; replacing it");
+                "died_idle"
             } else if worker.served.is_some_and(|served| served != identity) {
                 tracing::debug!(
                     pid = worker.pid(),
                     "an idle worker served another caller; replacing it"
                 );
+                "other_caller"
             } else if worker
                 .threads()
                 .is_some_and(|n| n > super::process::MAX_THREADS)
@@ -203,15 +210,17 @@ impl Inner {
                     pid = worker.pid(),
                     "an idle worker started more threads than a sandbox needs; killing it"
                 );
+                "threads"
             } else if worker.spoke_while_idle() {
                 tracing::error!(
                     pid = worker.pid(),
                     "an idle worker wrote to its socket unasked; killing it"
                 );
+                "spoke_unasked"
             } else {
                 return Some(worker);
-            }
-            self.retire(worker);
+            };
+            self.retire(worker, why);
         }
     }
 
@@ -225,6 +234,7 @@ impl Inner {
         identity: u64,
     ) -> Report {
         let Ok(_admitted) = self.admission.try_acquire() else {
+            metrics::counter!("sdkbox_refused_total", "why" => "busy").increment(1);
             return Report::failed(ExecError::new(
                 ErrorKind::Busy,
                 format!(
@@ -272,10 +282,15 @@ impl Inner {
                 }
                 Err(RunFailure::NotStarted(status)) => {
                     tracing::warn!(%status, "a worker died before taking a run; retrying elsewhere");
-                    self.retire(worker);
+                    self.retire(worker, "died_idle");
                 }
                 Err(failure) => {
-                    self.retire(worker);
+                    let why = match &failure {
+                        RunFailure::Killed => "killed",
+                        RunFailure::Threads(_) => "threads",
+                        RunFailure::Crashed(_) | RunFailure::NotStarted(_) => "crashed",
+                    };
+                    self.retire(worker, why);
                     return Report::failed(failure_error(failure, &limits, cancel));
                 }
             }
@@ -304,14 +319,16 @@ impl Inner {
         let rss = worker.pid().and_then(resident_bytes).unwrap_or(0);
         if worker.runs >= self.config.max_runs || rss > self.config.max_rss_bytes {
             tracing::debug!(runs = worker.runs, rss, "recycling a worker");
-            self.retire(worker);
+            self.retire(worker, "recycled");
         } else {
             self.put_idle(worker);
         }
     }
 
-    /// Kills a worker in the background and starts its replacement.
-    fn retire(self: &Arc<Self>, mut worker: WorkerProcess) {
+    /// Kills a worker in the background (`why`: recycled, died, crashed...) and starts its
+    /// replacement.
+    fn retire(self: &Arc<Self>, mut worker: WorkerProcess, why: &'static str) {
+        metrics::counter!("sdkbox_worker_retirements_total", "why" => why).increment(1);
         self.live.fetch_sub(1, Ordering::SeqCst);
         if let Some(pid) = worker.pid() {
             lock(&self.pids).retain(|p| *p != pid);

@@ -1,4 +1,5 @@
-//! What a deployment relies on, run for real: stateless instances behind a real load balancer
+//! What a deployment relies on, run for real (the replicas sharing a state store are in
+//! `replicas.rs`): stateless instances behind a real load balancer
 //! (haproxy), one of them killed mid-stream while the official TS client sends calls; and the
 //! Kubernetes manifests, validated offline against the Kubernetes schemas with their
 //! hardening invariants (`scripts/k8s-validate`).
@@ -107,26 +108,35 @@ fn kubernetes_manifests_validate_offline() {
         "{out}"
     );
 
-    // A copy without --stateless and with a writable root filesystem must fail.
+    // A copy with --stateless, readiness on /healthz, a grace longer than the pod's and a
+    // writable root filesystem must fail on each.
     let broken = tempfile::tempdir().unwrap();
     for entry in std::fs::read_dir(root.join("deploy/kubernetes")).unwrap() {
         let path = entry.unwrap().path();
         let text = std::fs::read_to_string(&path).unwrap();
-        let text = text.replace("- --stateless\n", "").replace(
-            "readOnlyRootFilesystem: true",
-            "readOnlyRootFilesystem: false",
-        );
+        let text = text
+            .replace(
+                "- --token-env\n",
+                "- --stateless\n            - --token-env\n",
+            )
+            .replace("path: /readyz", "path: /healthz")
+            .replace("- \"35\"", "- \"60\"")
+            .replace(
+                "readOnlyRootFilesystem: true",
+                "readOnlyRootFilesystem: false",
+            );
         std::fs::write(broken.path().join(path.file_name().unwrap()), text).unwrap();
     }
     let failed = run(broken.path());
     let out = String::from_utf8_lossy(&failed.stdout);
     assert!(!failed.status.success(), "{out}");
-    assert!(
-        out.contains("FAIL  container sdkbox: args include --stateless"),
-        "{out}"
-    );
-    assert!(
-        out.contains("FAIL  container sdkbox: readOnlyRootFilesystem"),
-        "{out}"
-    );
+    for broken in [
+        "FAIL  container sdkbox: no --stateless",
+        "FAIL  container sdkbox: readinessProbe on /readyz",
+        "FAIL  container sdkbox: preStop (5 s) + --shutdown-grace-s (60 s)",
+        "FAIL  sdkbox container sdkbox: readOnlyRootFilesystem",
+        "FAIL  state store container redis: readOnlyRootFilesystem",
+    ] {
+        assert!(out.contains(broken), "{broken} not reported:\n{out}");
+    }
 }

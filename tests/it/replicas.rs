@@ -111,7 +111,65 @@ async fn forward(State(provider): State<Provider>, request: Request) -> Response
 /// One `sdkbox serve` replica.
 pub struct Replica {
     pub server: Listening,
+    /// Where its standard output goes: its audit lines (`--audit-log -`, as the manifests).
     pub audit: PathBuf,
+}
+
+/// What the shipped Kubernetes manifests run: the server's arguments (but those naming the
+/// cluster's own files, addresses and hosts), its literal environment, and the readiness
+/// probe's path. The replicas here run with exactly these.
+pub struct Manifest {
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub readiness: String,
+}
+
+impl Manifest {
+    pub fn read() -> Self {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/deployment.yaml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let deployment: Value = serde_yaml_ng::from_str(&text).unwrap();
+        let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+        let given: Vec<String> = container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_owned())
+            .collect();
+        // The cluster's own: the provider file, the address, the Host, the public URL.
+        let own = ["--config", "--http", "--allowed-host", "--approval-page"];
+        let mut args = Vec::new();
+        let mut given = given.into_iter().skip(1); // `serve`
+        while let Some(arg) = given.next() {
+            if own.contains(&arg.as_str()) {
+                given.next();
+            } else {
+                args.push(arg);
+            }
+        }
+        let env = container["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["name"].as_str().is_some_and(|n| n.starts_with("SDKBOX_")))
+            .filter_map(|e| {
+                Some((
+                    e["name"].as_str()?.to_owned(),
+                    e["value"].as_str()?.to_owned(),
+                ))
+            })
+            .filter(|(name, _)| name != "SDKBOX_CACHE_DIR")
+            .collect();
+        let readiness = container["readinessProbe"]["httpGet"]["path"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        Self {
+            args,
+            env,
+            readiness,
+        }
+    }
 }
 
 /// Redis, the provider, replicas and haproxy in front of them.
@@ -122,14 +180,17 @@ pub struct Cluster {
     pub replicas: Vec<Replica>,
     /// The balancer's MCP URL.
     pub url: String,
-    _haproxy: tokio::process::Child,
+    /// The balancer's port: the public URL humans and clients reach the deployment by.
+    port: u16,
+    _haproxy: Option<tokio::process::Child>,
     dir: tempfile::TempDir,
     redis_url: String,
+    manifest: Manifest,
 }
 
 impl Cluster {
-    /// `count` replicas behind haproxy; `None` (a skip, which CI refuses) without Redis,
-    /// haproxy or the clients.
+    /// `count` replicas behind haproxy, run as the manifests run them; `None` (a skip, which
+    /// CI refuses) without Redis or haproxy.
     pub async fn start(count: usize) -> Option<Self> {
         let haproxy = std::process::Command::new("haproxy").arg("-v").output();
         if !requirement_met(
@@ -140,41 +201,50 @@ impl Cluster {
         }
         let redis = Redis::start().await?;
         let (provider, provider_stop) = Provider::start().await;
-        let dir = tempfile::tempdir().unwrap();
+        let port = crate::signin::free_port();
         let mut cluster = Self {
             redis_url: redis.url.clone(),
             _redis: redis,
             provider,
             _provider_stop: provider_stop,
             replicas: Vec::new(),
-            url: String::new(),
-            _haproxy: tokio::process::Command::new("true").spawn().unwrap(),
-            dir,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+            port,
+            _haproxy: None,
+            dir: tempfile::tempdir().unwrap(),
+            manifest: Manifest::read(),
         };
         for n in 0..count {
-            let replica = cluster.replica(n).await;
+            let replica = cluster.replica(n, "127.0.0.1:0").await;
             cluster.replicas.push(replica);
         }
-        let (haproxy, url) = cluster.balancer().await;
-        cluster._haproxy = haproxy;
-        cluster.url = url;
+        cluster._haproxy = Some(cluster.balancer().await);
         Some(cluster)
     }
 
-    /// Starts replica number `n` (its audit file is its own).
-    pub async fn replica(&self, n: usize) -> Replica {
+    /// Starts replica number `n` on `address`, with the manifests' arguments; its audit lines
+    /// (on its standard output) go to a file of its own.
+    pub async fn replica(&self, n: usize, address: &str) -> Replica {
         let audit = self.dir.path().join(format!("audit-{n}.jsonl"));
+        let stdout = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&audit)
+            .unwrap();
         let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs-index/demo/openapi.yaml");
         let mut command = Command::new(env!("CARGO_BIN_EXE_sdkbox"));
         command
             .args(["serve", "--spec"])
             .arg(&spec)
             .args(["--base-url", &format!("{}/v1", self.provider.base)])
-            .args(["--secret-env", "DEMO_SECRET", "--http", "127.0.0.1:0"])
-            .args(["--token-env", "SDKBOX_TOKEN", "--state", &self.redis_url])
-            .args(["--approval-key-env", "SDKBOX_APPROVAL_KEY"])
-            .args(["--approval-page", "off", "--audit-log"])
-            .arg(&audit)
+            .args(["--secret-env", "DEMO_SECRET", "--http", address])
+            .args([
+                "--approval-page",
+                &format!("http://127.0.0.1:{}", self.port),
+            ])
+            .args(&self.manifest.args)
+            .envs(self.manifest.env.iter().map(|(k, v)| (k, v)))
+            .env("SDKBOX_STATE", &self.redis_url)
             .env("DEMO_SECRET", sdkbox::demo::DEMO_KEY)
             .env("SDKBOX_TOKEN", TOKEN)
             .env("SDKBOX_APPROVAL_KEY", APPROVAL_KEY)
@@ -182,16 +252,17 @@ impl Cluster {
                 "RUST_LOG",
                 std::env::var("REPLICA_LOG").unwrap_or("warn".into()),
             )
-            .stdout(Stdio::null());
+            .stdout(Stdio::from(stdout));
         Replica {
             server: listening(command).await,
             audit,
         }
     }
 
-    /// haproxy, round robin over the replicas, no affinity; a replica found down is skipped.
-    async fn balancer(&self) -> (tokio::process::Child, String) {
-        let port = crate::signin::free_port();
+    /// haproxy, round robin over the replicas, no affinity; a replica not ready (the
+    /// manifests' readiness probe) gets no requests.
+    async fn balancer(&self) -> tokio::process::Child {
+        let (port, readiness) = (self.port, &self.manifest.readiness);
         let servers: String = self
             .replicas
             .iter()
@@ -205,7 +276,7 @@ impl Cluster {
         let config = format!(
             "global\n  maxconn 1000\ndefaults\n  mode http\n  timeout connect 1s\n  \
              timeout client 120s\n  timeout server 120s\n  retries 3\n  option redispatch 1\n  \
-             option httpchk GET /healthz\n  http-reuse never\n  \
+             option httpchk GET {readiness}\n  http-reuse never\n  \
              default-server check inter 250ms fall 1 rise 2\nfrontend mcp\n  \
              bind 127.0.0.1:{port}\n  default_backend sdkbox\nbackend sdkbox\n  \
              balance roundrobin\n{servers}"
@@ -226,7 +297,22 @@ impl Cluster {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        (child, format!("http://127.0.0.1:{port}/mcp"))
+        child
+    }
+
+    /// The sum over the replicas of a metric's sample (`name{labels}` as rendered).
+    pub async fn metric(&self, sample: &str) -> f64 {
+        let mut sum = 0.0;
+        for replica in &self.replicas {
+            let url = replica.server.url.replace("/mcp", "/metrics");
+            let text = reqwest::get(url).await.unwrap().text().await.unwrap();
+            sum += text
+                .lines()
+                .filter_map(|line| line.strip_prefix(sample))
+                .filter_map(|value| value.trim().parse::<f64>().ok())
+                .sum::<f64>();
+        }
+        sum
     }
 
     /// What every replica wrote to stderr, each stopped.
@@ -317,6 +403,8 @@ async fn approvals_through_replicas_round_robin_ask_once_per_write_and_send_each
     );
     let failed: Vec<String> = [a, b, c, d].concat();
     let spread = (0..3).all(|n| !cluster.audit(n).is_empty());
+    // Elicitation answers reached other replicas than the ones asking, and were forwarded.
+    let forwarded = cluster.metric("sdkbox_forwarded_total{way=\"out\"}").await;
     if !failed.is_empty() {
         eprintln!("{}", cluster.logs().await);
     }
@@ -324,6 +412,10 @@ async fn approvals_through_replicas_round_robin_ask_once_per_write_and_send_each
     assert!(
         spread,
         "a replica decided no write: the balancer did not spread the calls"
+    );
+    assert!(
+        forwarded > 0.0,
+        "no answer crossed replicas: nothing was shown"
     );
 }
 
@@ -362,4 +454,165 @@ async fn a_replica_killed_mid_write_sends_nothing_twice() {
         eprintln!("{}", cluster.logs().await);
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// A rolling restart with calls in flight, as Kubernetes does it: each replica in turn gets
+/// SIGTERM (its readiness fails, the balancer stops sending it calls, its calls in flight,
+/// writes waiting for their response included, run to their end), exits, and a new process
+/// takes its place. Official clients of both eras create customers all along, each write
+/// approved by their user: no call fails, every write is sent exactly once, and the user is
+/// asked once per write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rolling_restart_with_calls_in_flight_fails_and_duplicates_nothing() {
+    let Some(ts) = node_client() else {
+        return;
+    };
+    let Some(mut cluster) = Cluster::start(3).await else {
+        return;
+    };
+    let stop = cluster.dir.path().join("stop");
+    let mut clients = Command::new("node");
+    clients
+        .arg(ts.join("rolling.mjs"))
+        .current_dir(&ts)
+        .env("SDKBOX_URL", &cluster.url)
+        .env("SDKBOX_TOKEN", TOKEN)
+        .env("CONCURRENCY", "4")
+        .env("STOP_FILE", &stop)
+        .kill_on_drop(true);
+    let running = tokio::spawn(async move { clients.output().await.unwrap() });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for n in 0..cluster.replicas.len() {
+        let address = cluster.replicas[n]
+            .server
+            .url
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .to_owned();
+        let old = &mut cluster.replicas[n].server.child;
+        let pid = old.id().unwrap();
+        let signalled = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(signalled.success());
+        let exited = tokio::time::timeout(Duration::from_secs(40), old.wait())
+            .await
+            .expect("a draining replica did not exit within its grace")
+            .unwrap();
+        assert!(exited.success(), "replica {n} exited with {exited}");
+        let fresh = cluster.replica(n, &address).await;
+        cluster.replicas[n] = fresh;
+        // Taken back by the balancer once ready.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    std::fs::write(&stop, "").unwrap();
+    let output = tokio::time::timeout(Duration::from_secs(90), running)
+        .await
+        .expect("the clients did not stop")
+        .unwrap();
+    let report = client_report(&output);
+    eprintln!(
+        "calls {} asks {} failures {}",
+        report["calls"], report["asks"], report["failures"]
+    );
+    let failures = report["failures"].as_array().unwrap();
+    let created = report["created"].as_array().unwrap();
+    if !failures.is_empty() {
+        eprintln!("{}", cluster.logs().await);
+        panic!("calls failed during the rolling restart: {failures:?}");
+    }
+    assert!(
+        created.len() >= 20,
+        "too few calls to show anything: {report}"
+    );
+    assert!(
+        created
+            .iter()
+            .any(|name| name.as_str().unwrap().starts_with("slow-")),
+        "no write was held: {report}"
+    );
+    assert_eq!(
+        report["asks"], report["calls"],
+        "asks are not writes: {report}"
+    );
+    for name in created {
+        let name = name.as_str().unwrap();
+        assert_eq!(
+            cluster.provider.writes_with(&format!("\"{name}\"")),
+            1,
+            "{name} was not written exactly once"
+        );
+    }
+}
+
+/// One execute call by an official client without elicitation (2026-07-28: every run is the
+/// same caller) through `url`; its structured result.
+async fn once(url: &str, code: &str) -> Value {
+    let dir = node_client().unwrap();
+    let output = Command::new("node")
+        .arg(dir.join("once.mjs"))
+        .current_dir(&dir)
+        .env("SDKBOX_URL", url)
+        .env("SDKBOX_TOKEN", TOKEN)
+        .env("CODE", code)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap();
+    client_report(&output)
+}
+
+/// The approval page behind the balancer: a write asked about by two replicas is one
+/// question, its link is on the deployment's public URL, a real browser approves it there
+/// (whichever replica serves the page), and the re-run through the balancer sends the write
+/// once; a later re-run is answered from the journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_approval_page_behind_the_balancer_asks_once_and_sends_once() {
+    if node_client().is_none() {
+        return;
+    }
+    let Some(cluster) = Cluster::start(3).await else {
+        return;
+    };
+    let name = format!("page-{}", std::process::id());
+    let code = format!(
+        "return (await api.customers.create({{ name: \"{name}\", email: \"p@example.com\" }})).name;"
+    );
+    let link = |outcome: &Value| {
+        let message = outcome["error"]["message"].as_str().unwrap_or_default();
+        message
+            .split_whitespace()
+            .find(|w| w.contains("/approve/"))
+            .unwrap_or_else(|| panic!("no link: {outcome}"))
+            .to_owned()
+    };
+    let first = once(&cluster.replicas[0].server.url, &code).await;
+    let second = once(&cluster.replicas[1].server.url, &code).await;
+    let (first, second) = (link(&first), link(&second));
+    assert_eq!(first, second, "two replicas asked two questions");
+    assert!(
+        first.starts_with(&format!("http://127.0.0.1:{}/approve/", cluster.port)),
+        "{first}"
+    );
+    let Some((before, after)) = crate::page::click(&first, "approve").await else {
+        return;
+    };
+    assert!(before.contains(&name), "{before}");
+    assert!(after.contains("Approved"), "{after}");
+    assert_eq!(
+        cluster.provider.writes_with(&name),
+        0,
+        "sent before the re-run"
+    );
+    let sent = once(&cluster.url, &code).await;
+    assert_eq!(sent["result"], name, "{sent}");
+    assert_eq!(sent["http"][0]["policy"]["decision"], "approved", "{sent}");
+    let again = once(&cluster.url, &code).await;
+    assert_eq!(
+        again["http"][0]["policy"]["decision"], "replayed",
+        "{again}"
+    );
+    assert_eq!(cluster.provider.writes_with(&name), 1);
 }

@@ -140,6 +140,9 @@ impl Session {
             .headers()
             .get("mcp-session-id")
             .map(|v| v.to_str().unwrap().to_owned());
+        // Read whole, so that the connection goes back to the client's pool: one connection
+        // a session, however slowly the server closes an abandoned one.
+        let _ = response.bytes().await;
         let session = Self {
             url: url.to_owned(),
             id,

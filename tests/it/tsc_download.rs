@@ -13,6 +13,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::get;
 use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
 
 use crate::support::{RawServer, requirement_met, serve_on_loopback};
 
@@ -224,4 +225,131 @@ async fn a_package_that_is_not_the_pinned_one_is_refused() {
     assert!(!fetched.status.success(), "{said}");
     assert!(said.contains("not the pinned sha512-"), "{said}");
     assert!(!into.path().join("typescript").exists());
+}
+
+/// A registry behind a TLS-inspecting proxy, as a corporate network has it: its certificate
+/// is issued by the proxy's own CA, which the system does not trust. `fetch-tsc` (as the
+/// image's build runs it) fails saying what to do; given the CA bundle in SSL_CERT_FILE, as
+/// the Dockerfile gives it, it downloads and checks the compiler.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_behind_a_tls_inspecting_proxy_needs_its_ca_in_ssl_cert_file() {
+    let Some(tarball) = pinned_tarball() else {
+        return;
+    };
+    let openssl = std::process::Command::new("openssl")
+        .arg("version")
+        .output();
+    if !requirement_met(openssl.is_ok(), "openssl is not installed") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let at = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    let run = |args: &[&str]| {
+        let done = std::process::Command::new("openssl")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            done.status.success(),
+            "{}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+    };
+    // The proxy's CA, and the certificate it makes for the registry (127.0.0.1).
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=Inspecting Proxy CA",
+        "-keyout",
+        &at("ca.key"),
+        "-out",
+        &at("ca.pem"),
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        &at("server.key"),
+        "-out",
+        &at("server.csr"),
+    ]);
+    std::fs::write(at("ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        &at("server.csr"),
+        "-CA",
+        &at("ca.pem"),
+        "-CAkey",
+        &at("ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        &at("ext"),
+        "-out",
+        &at("server.pem"),
+    ]);
+    std::fs::write(at("package.tgz"), tarball).unwrap();
+    let server = r#"
+        const fs = require("node:fs");
+        const https = require("node:https");
+        const [key, cert, tarball] = process.argv.slice(1).map((f) => fs.readFileSync(f));
+        const server = https.createServer({ key, cert }, (request, response) => {
+          response.end(tarball);
+        });
+        server.listen(0, "127.0.0.1", () => console.log(server.address().port));
+        process.stdin.on("end", () => process.exit(0));
+        process.stdin.resume();
+    "#;
+    let mut registry = tokio::process::Command::new("node")
+        .args([
+            "-e",
+            server,
+            &at("server.key"),
+            &at("server.pem"),
+            &at("package.tgz"),
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(registry.stdout.take().unwrap()).lines();
+    let port = lines.next_line().await.unwrap().unwrap();
+    let url = format!("https://127.0.0.1:{port}");
+
+    let untrusted = tempfile::tempdir().unwrap();
+    let refused = fetch_tsc(untrusted.path(), &url).await;
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{said}");
+    assert!(said.contains("SSL_CERT_FILE"), "{said}");
+    assert!(!untrusted.path().join("typescript").exists());
+
+    let trusted = tempfile::tempdir().unwrap();
+    let fetched = crate::support::sdkbox_async()
+        .args([
+            "fetch-tsc",
+            "--into",
+            trusted.path().join("typescript").to_str().unwrap(),
+        ])
+        .env("npm_config_registry", &url)
+        .env("SSL_CERT_FILE", at("ca.pem"))
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&fetched.stderr);
+    assert!(fetched.status.success(), "{said}");
+    assert!(trusted.path().join("typescript/tsc").exists());
 }

@@ -79,7 +79,7 @@ pub async fn download(dir: &Path, endpoint: &str) -> Result<(), ModelError> {
             .send()
             .await
             .and_then(reqwest::Response::error_for_status)
-            .map_err(|e| failed(format!("{url}: {e}")))?;
+            .map_err(|e| failed(format!("{url}: {}", crate::capped::fetch_error(&e))))?;
         let total = response.content_length();
         let mut temporary =
             tempfile::NamedTempFile::new_in(dir).map_err(|e| failed(e.to_string()))?;

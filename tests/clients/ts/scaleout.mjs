@@ -80,7 +80,7 @@ async function balancer(backends) {
     "  timeout server 30s",
     "  retries 3",
     "  option redispatch 1",
-    "  option httpchk GET /healthz",
+    "  option httpchk GET /readyz",
     "  http-reuse never",
     "  default-server check inter 250ms fall 1 rise 2",
     "frontend mcp",
