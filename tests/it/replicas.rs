@@ -402,9 +402,13 @@ async fn approvals_through_replicas_round_robin_ask_once_per_write_and_send_each
         failures_of(py2, "Python, 2026-07-28"),
     );
     let failed: Vec<String> = [a, b, c, d].concat();
-    let spread = (0..3).all(|n| !cluster.audit(n).is_empty());
+    let decided: Vec<usize> = (0..3).map(|n| cluster.audit(n).len()).collect();
+    let spread = decided.iter().all(|lines| *lines > 0);
     // Elicitation answers reached other replicas than the ones asking, and were forwarded.
     let forwarded = cluster.metric("sdkbox_forwarded_total{way=\"out\"}").await;
+    eprintln!(
+        "audit lines per replica {decided:?}; answers forwarded to another replica: {forwarded}"
+    );
     if !failed.is_empty() {
         eprintln!("{}", cluster.logs().await);
     }
