@@ -409,7 +409,8 @@ impl ProviderFile {
             .await
             .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         let approvals = Approvals::new(Arc::new(rules), timeout, audit, key, state)
-            .map_err(ConfigError::Invalid)?;
+            .map_err(ConfigError::Invalid)?
+            .with_longest_run(exec_limits.timeout);
         Ok(Loaded {
             approvals,
             approval_page: self.approval.approval_page.clone(),

@@ -236,3 +236,28 @@ pub fn attempt_cut_short(log: Arc<AuditLog>, subject: Subject, number: u32) {
         self::attempt(log, &subject, &attempt).await;
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    #[test]
+    fn a_pipe_takes_whole_lines_where_a_file_is_synced() {
+        let (mut reader, writer) = std::io::pipe().unwrap();
+        let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&writer));
+        let log = AuditLog::open(Path::new(&path)).unwrap();
+        assert!(!log.durable, "a pipe cannot be synced, and need not be");
+        log.append(b"{\"one\":1}".to_vec()).unwrap();
+        log.append(b"{\"two\":2}".to_vec()).unwrap();
+        drop(log);
+        drop(writer);
+        let mut text = String::new();
+        reader.read_to_string(&mut text).unwrap();
+        assert_eq!(text, "{\"one\":1}\n{\"two\":2}\n");
+        let dir = tempfile::tempdir().unwrap();
+        let file = AuditLog::open(&dir.path().join("audit.jsonl")).unwrap();
+        assert!(file.durable);
+        file.append(b"{}".to_vec()).unwrap();
+    }
+}

@@ -42,6 +42,8 @@ pub struct RunJournal {
     runtime: Option<tokio::runtime::Handle>,
     /// How long a claim of this run may last (its deadline and every wait for a human).
     lease: Duration,
+    /// Whether the run's own record was made (at its first claim, or with its entries).
+    made: std::sync::atomic::AtomicBool,
 }
 
 /// What the journal knows of a write a run is about to send.
@@ -55,6 +57,8 @@ pub enum Found {
     InFlight,
     /// The chain keeps as many writes as it may.
     Full,
+    /// Another replica took this run over (this one had lost touch with the state store).
+    TakenOver,
     /// Nobody has: it is claimed for the caller.
     New(Claimed),
 }
@@ -71,11 +75,23 @@ impl RunJournal {
     ) -> Result<Arc<Self>, StateError> {
         let run = crate::approval::random_hex(12)
             .ok_or_else(|| StateError::Unavailable("no randomness for a run's id".into()))?;
-        if !entries.is_empty() {
-            let until_ms = store.state().now_ms() + lease.as_millis() as u64;
-            store.start_run(&run, code, entries, until_ms).await?;
-        }
-        Ok(Self::at(store, code, Home::Run(run), lease))
+        let made = match entries.is_empty() {
+            true => false,
+            false => {
+                let until_ms = store.state().now_ms() + lease.as_millis() as u64;
+                if !store.start_run(&run, code, entries, until_ms).await? {
+                    return Err(StateError::Unavailable(
+                        "as many runs of this code are unfinished as sdkbox keeps".into(),
+                    ));
+                }
+                true
+            }
+        };
+        let journal = Self::at(store, code, Home::Run(run), lease);
+        journal
+            .made
+            .store(made, std::sync::atomic::Ordering::SeqCst);
+        Ok(journal)
     }
 
     /// The journal of the chain of the code with digest `code`, which this run continues.
@@ -91,6 +107,7 @@ impl RunJournal {
             settles: TaskTracker::new(),
             runtime: tokio::runtime::Handle::try_current().ok(),
             lease,
+            made: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -106,9 +123,16 @@ impl RunJournal {
         let home = self.home.lock().await;
         let found = match &*home {
             Home::Run(run) => {
-                self.store
-                    .claim_in_run(run, &self.code, &key, until_ms)
-                    .await?
+                use std::sync::atomic::Ordering;
+                let first = !self.made.load(Ordering::SeqCst);
+                let found = self
+                    .store
+                    .claim_in_run(run, &self.code, &key, until_ms, first)
+                    .await?;
+                if first && !matches!(found, Lookup::Full) {
+                    self.made.store(true, Ordering::SeqCst);
+                }
+                found
             }
             Home::Chain => self.store.claim(&self.code, &key, until_ms).await?,
         };
@@ -117,6 +141,7 @@ impl RunJournal {
             Lookup::SentOtherwise(fate) => Found::SentOtherwise(fate),
             Lookup::InFlight => Found::InFlight,
             Lookup::Full => Found::Full,
+            Lookup::TakenOver => Found::TakenOver,
             Lookup::New => Found::New(Claimed {
                 journal: self.clone(),
                 key: Some(key),
@@ -160,7 +185,9 @@ impl RunJournal {
         let _ = tokio::time::timeout(SETTLE_WAIT, self.settles.wait()).await;
     }
 
-    /// The run has ended: its own record goes (a chain stays for the runs that continue it).
+    /// The run has ended: its own record goes, unless a write of it may have been sent with
+    /// no answer (the next run of its code takes it over then); a chain stays for the runs that
+    /// continue it.
     pub async fn finish(&self) -> Result<(), StateError> {
         self.settled().await;
         match &*self.home.lock().await {
@@ -334,13 +361,39 @@ mod tests {
             next.claim(key("new")).await.unwrap(),
             Found::New(_)
         ));
-        // It finishes: its record goes, and the run after it starts afresh.
+        // It ends with both writes' fate still unknown: the run after it takes them over in
+        // turn (they are never sent again by a run of this code).
         next.finish().await.unwrap();
         let after_it = after
             .adopt_unfinished("code", short)
             .await
             .unwrap()
             .unwrap();
-        assert!(after_it.0.is_empty());
+        assert_eq!(after_it.0.len(), 2, "{:?}", after_it.0);
+    }
+
+    #[tokio::test]
+    async fn a_run_whose_writes_all_got_their_answer_leaves_nothing_behind() {
+        let store = Store::new(StateStore::memory("t"));
+        let run = RunJournal::own(store.clone(), "code", Vec::new(), LEASE)
+            .await
+            .unwrap();
+        let Found::New(sent) = run.claim(key("sent")).await.unwrap() else {
+            panic!("not new");
+        };
+        let answer = crate::egress::ScriptResponse::ok_for_tests("{}");
+        sent.settle(Some(Fate::Answered(answer))).await;
+        let Found::New(refused) = run.claim(key("not sent")).await.unwrap() else {
+            panic!("not new");
+        };
+        refused.settle(None).await;
+        run.finish().await.unwrap();
+        let short = Duration::from_millis(200);
+        let left = store
+            .adopt_unfinished("code", short)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(left.0.is_empty(), "{:?}", left.0);
     }
 }

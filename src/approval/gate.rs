@@ -311,6 +311,15 @@ impl Gate {
                     what()
                 ),
             ),
+            Found::TakenOver => Decision::Refuse(
+                note(Verdict::Denied, "another server took this run over"),
+                format!(
+                    "{} was not sent: this server lost touch with the state store for a while, \
+                     and a run of this code on another server took this one over; whatever it \
+                     sent stands. Check the provider's state before running the code again",
+                    what()
+                ),
+            ),
             Found::Full => Decision::Refuse(
                 note(Verdict::Denied, "the chain keeps as many writes as it may"),
                 format!(

@@ -78,6 +78,9 @@ pub enum Lookup {
     Full,
     /// Nobody has: it may be claimed.
     New,
+    /// The run's own journal is gone: another replica took the run over (this one had lost
+    /// touch with the state store), and the write is its to decide.
+    TakenOver,
 }
 
 /// A write claimed and not settled yet: who holds it, and until when the claim can last.
@@ -164,6 +167,16 @@ impl Journal {
             return Lookup::Full;
         }
         Lookup::New
+    }
+
+    /// Whether a write of it may have been sent with no answer back (one is in flight, or its
+    /// fate is unknown).
+    pub fn uncertain(&self) -> bool {
+        !self.in_flight.is_empty()
+            || self
+                .entries
+                .iter()
+                .any(|e| matches!(e.fate, Fate::Unknown(_)))
     }
 
     /// Its writes, and its claims in flight.

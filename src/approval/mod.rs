@@ -61,6 +61,9 @@ use page::ApprovalPage;
 use states::RequestStates;
 use store::Store;
 
+/// The longest an execution runs unless told otherwise (see `with_longest_run`).
+const DEFAULT_LONGEST_RUN: Duration = Duration::from_secs(15 * 60);
+
 /// How long a human has to decide, by default.
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -80,6 +83,9 @@ pub struct Approvals {
     /// The approval key: it seals request states and names callers, the same on every
     /// replica that shares it.
     key: Arc<Vec<u8>>,
+    /// The longest an execution may run (its deadline): with the approval timeout, how long
+    /// a write's claim may last before it counts as maybe sent.
+    longest_run: Duration,
 }
 
 impl Approvals {
@@ -102,7 +108,14 @@ impl Approvals {
             page: None,
             states: Some(Arc::new(states)),
             key: Arc::new(key),
+            longest_run: DEFAULT_LONGEST_RUN,
         })
+    }
+
+    /// Executions run at most `deadline` (the provider's `timeout_ms`).
+    pub fn with_longest_run(mut self, deadline: Duration) -> Self {
+        self.longest_run = deadline;
+        self
     }
 
     /// Approvals of this process alone (kept in memory), sealed with `key` or a random key.
@@ -137,6 +150,7 @@ impl Approvals {
             page: None,
             states: None,
             key: Arc::new(Vec::new()),
+            longest_run: DEFAULT_LONGEST_RUN,
         }
     }
 

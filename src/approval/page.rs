@@ -217,6 +217,15 @@ impl ApprovalPage {
         format!("{}/approve/{id}", self.inner.origin)
     }
 
+    /// Whether a decision comes from a browser showing the page: its form, posted from its
+    /// own origin (a browser always says so, with `Origin` and `Sec-Fetch-Site`), through its
+    /// own host name. A program that fetched the link (an agent's web tool) sends neither
+    /// unless it forges them: the link is still a credential (see the README).
+    fn posted_from_page(&self, headers: &HeaderMap) -> bool {
+        let has = |name: &str| headers.contains_key(name);
+        has(header::ORIGIN.as_str()) && has("sec-fetch-site") && self.same_origin(headers)
+    }
+
     /// Whether a request to the page comes from the page itself, through its own host name.
     fn same_origin(&self, headers: &HeaderMap) -> bool {
         let text = |name: &str| {
@@ -382,10 +391,10 @@ async fn decide(
     headers: HeaderMap,
     Form(form): Form<DecisionForm>,
 ) -> Response {
-    if !page.same_origin(&headers) {
+    if !page.posted_from_page(&headers) {
         return refused(
             StatusCode::FORBIDDEN,
-            "This page only accepts its own forms.",
+            "This page only accepts its own forms, posted by a browser showing it.",
         );
     }
     let (granted, decided, said) = match form.decision.as_str() {

@@ -26,10 +26,9 @@ use super::store::{StoreError, Turn};
 /// How long a run waits for another run of the same code by the same caller to end.
 const TURN_WAIT: Duration = Duration::from_secs(60);
 
-/// A write's claim lasts the approval timeout and this: more than any execution takes to
-/// send one write once decided (past it, the claim counts as a write that may have been
-/// sent, never as one that was not).
-const CLAIM_MARGIN: Duration = Duration::from_secs(15 * 60);
+/// A write's claim lasts the approval timeout, the longest an execution runs, and this
+/// (past it, the claim counts as a write that may have been sent, never as one that was not).
+const CLAIM_MARGIN: Duration = Duration::from_secs(60);
 
 /// How a call's client can reach its user.
 pub enum Channel {
@@ -218,7 +217,7 @@ impl Approvals {
     /// How long a write's claim may last: the longest a run can take to send it, its waits
     /// for humans included.
     fn claim_lease(&self) -> Duration {
-        self.timeout + CLAIM_MARGIN
+        self.timeout + self.longest_run + CLAIM_MARGIN
     }
 
     /// Waits for this caller's turn to run this code, a while.
@@ -290,7 +289,7 @@ impl Round {
                 self.gate.code(),
                 &questions,
                 carried,
-                self.approvals.store.state().epoch(),
+                &self.approvals.store.state().epoch(),
             )
             .map_err(RoundError)?;
         Ok(Ending::InputRequired(required))

@@ -234,7 +234,7 @@ mod tests {
         let store = StateStore::memory("t");
         let states = RequestStates::new(&[7; 32], Duration::from_secs(60)).unwrap();
         let required = states
-            .input_required("code", &waiting(), Carried::default(), store.epoch())
+            .input_required("code", &waiting(), Carried::default(), &store.epoch())
             .unwrap();
         let state = required.request_state.unwrap();
         assert!(
@@ -270,7 +270,7 @@ mod tests {
         let one = RequestStates::new(&[7; 32], Duration::from_secs(60)).unwrap();
         let other = RequestStates::new(&[7; 32], Duration::from_secs(60)).unwrap();
         let state = one
-            .input_required("code", &waiting(), Carried::default(), store.epoch())
+            .input_required("code", &waiting(), Carried::default(), &store.epoch())
             .unwrap()
             .request_state
             .unwrap();
@@ -300,7 +300,7 @@ mod tests {
             ..Carried::default()
         };
         let state = states
-            .input_required("code", &waiting(), carried, before.epoch())
+            .input_required("code", &waiting(), carried, &before.epoch())
             .unwrap()
             .request_state
             .unwrap();

@@ -85,17 +85,29 @@ struct Grant {
 /// A record that holds a journal (a chain, or one run's own).
 trait Journaled: Serialize + serde::de::DeserializeOwned + Default {
     fn journal(&mut self) -> &mut Journal;
+    /// What a claim or settle finds when the record is gone: a chain starts again (it
+    /// expired, or was dropped finished), a run's own record is not made again (another
+    /// replica took the run over).
+    fn when_gone() -> Option<Self>;
 }
 
 impl Journaled for Chain {
     fn journal(&mut self) -> &mut Journal {
         &mut self.journal
     }
+
+    fn when_gone() -> Option<Self> {
+        Some(Self::default())
+    }
 }
 
 impl Journaled for Run {
     fn journal(&mut self) -> &mut Journal {
         &mut self.journal
+    }
+
+    fn when_gone() -> Option<Self> {
+        None
     }
 }
 
@@ -336,33 +348,19 @@ impl Store {
     }
 
     /// Claims `key` in run `run`'s own journal (of the code with digest `code`), made at its
-    /// first claim.
+    /// `first` claim; later, a record that is gone was taken over by another replica.
     pub async fn claim_in_run(
         &self,
         run: &str,
         code: &str,
         key: &Key,
         until_ms: u64,
+        first: bool,
     ) -> Result<Lookup, StateError> {
-        let record = run_key(run);
-        if self.state.get(&record).await?.is_none() {
-            if !self
-                .state
-                .admit(&runs_of(code), run, CHAIN_LIFETIME, MAX_RUNS_PER_CODE)
-                .await?
-            {
-                return Ok(Lookup::Full);
-            }
-            let fresh = Run {
-                journal: Journal::default(),
-                replica: self.state.replica().to_owned(),
-                until_ms,
-            };
-            let text =
-                serde_json::to_string(&fresh).map_err(|e| StateError::Unreadable(e.to_string()))?;
-            self.state.put_new(&record, &text, CHAIN_LIFETIME).await?;
+        if first && !self.start_run(run, code, Vec::new(), until_ms).await? {
+            return Ok(Lookup::Full);
         }
-        self.claim_in::<Run>(&record, key, until_ms).await
+        self.claim_in::<Run>(&run_key(run), key, until_ms).await
     }
 
     async fn claim_in<T: Journaled>(
@@ -371,6 +369,13 @@ impl Store {
         key: &Key,
         until_ms: u64,
     ) -> Result<Lookup, StateError> {
+        if !self.state.in_touch() {
+            return Err(StateError::Unavailable(
+                "this server has lost touch with it, and other servers may be taking its runs \
+                 over"
+                    .into(),
+            ));
+        }
         let held: Option<T> = self.state.read(record).await?;
         let mut stopped = Vec::new();
         for replica in held.map(|mut r| r.journal().holders()).unwrap_or_default() {
@@ -382,7 +387,9 @@ impl Store {
         let replica = self.state.replica().to_owned();
         self.state
             .update::<T, Lookup>(record, CHAIN_LIFETIME, |held| {
-                let mut held = held.unwrap_or_default();
+                let Some(mut held) = held.or_else(T::when_gone) else {
+                    return Change::Keep(Lookup::TakenOver);
+                };
                 let journal = held.journal();
                 journal
                     .expire_holds(&|hold| hold.until_ms <= now || stopped.contains(&hold.replica));
@@ -445,7 +452,10 @@ impl Store {
     ) -> Result<(), StateError> {
         self.state
             .update::<T, ()>(record, CHAIN_LIFETIME, |held| {
-                let mut held = held.unwrap_or_default();
+                let Some(mut held) = held.or_else(T::when_gone) else {
+                    // Taken over: the run that took it counts the write as maybe sent.
+                    return Change::Keep(());
+                };
                 held.journal().settle(key, fate.clone());
                 Change::Write(held, ())
             })
@@ -479,21 +489,28 @@ impl Store {
         for hold in holds {
             self.hold(code, hold).await?;
         }
-        self.finish_run(code, run).await?;
+        // Moved, not ended: nothing of it stays behind to be taken over.
+        self.state.take(&run_key(run)).await?;
+        self.state.dismiss(&runs_of(code), run).await?;
         Ok(())
     }
 
-    /// Starts run `run`'s own journal (of the code with digest `code`) with `entries`.
+    /// Starts run `run`'s own journal (of the code with digest `code`) with `entries`; false
+    /// when the code has as many runs going as it may.
     pub async fn start_run(
         &self,
         run: &str,
         code: &str,
         entries: Vec<Sent>,
         until_ms: u64,
-    ) -> Result<(), StateError> {
-        self.state
+    ) -> Result<bool, StateError> {
+        if !self
+            .state
             .admit(&runs_of(code), run, CHAIN_LIFETIME, MAX_RUNS_PER_CODE)
-            .await?;
+            .await?
+        {
+            return Ok(false);
+        }
         let record = Run {
             journal: Journal::new(entries),
             replica: self.state.replica().to_owned(),
@@ -501,12 +518,31 @@ impl Store {
         };
         let text =
             serde_json::to_string(&record).map_err(|e| StateError::Unreadable(e.to_string()))?;
-        self.state.put(&run_key(run), &text, CHAIN_LIFETIME).await
+        self.state.put(&run_key(run), &text, CHAIN_LIFETIME).await?;
+        Ok(true)
     }
 
-    /// Run `run` of the code with digest `code` ended: its own journal goes.
+    /// Run `run` of the code with digest `code` ended: its own journal goes, unless a write of
+    /// it may have been sent without an answer.
     pub async fn finish_run(&self, code: &str, run: &str) -> Result<(), StateError> {
-        self.state.take(&run_key(run)).await?;
+        // A write that may have been sent (no response came back, or the run was cut off)
+        // must not be sent by the next run of the code either: such a run's journal stays,
+        // ended, for the next run to take over.
+        let kept = self
+            .state
+            .update::<Run, bool>(&run_key(run), CHAIN_LIFETIME, |held| match held {
+                Some(mut held) if held.journal.uncertain() => {
+                    held.journal.expire_holds(&|_| true);
+                    held.until_ms = 0;
+                    Change::Write(held, true)
+                }
+                Some(_) => Change::Delete(false),
+                None => Change::Keep(false),
+            })
+            .await?;
+        if kept {
+            return Ok(());
+        }
         self.state.dismiss(&runs_of(code), run).await
     }
 

@@ -215,7 +215,12 @@ pub async fn serve_http(
             );
         }
     }
-    let app = app.merge(mcp);
+    // The pages and probes take small forms at most: their bodies, like MCP's, must arrive
+    // whole and in time, or a client sending a byte at a time would hold a lane forever.
+    let small = (options.body_timeout, MAX_PAGE_BODY_BYTES);
+    let app = app
+        .layer(axum::middleware::from_fn_with_state(small, body_in_time))
+        .merge(mcp);
     tracing::info!("serving MCP on http://{address}/mcp");
     eprintln!(
         "sdkbox: MCP endpoint http://{address}/mcp (health: /healthz, readiness: /readyz, metrics: /metrics)"
@@ -225,6 +230,9 @@ pub async fn serve_http(
     let _ = ending.await;
     Ok(())
 }
+
+/// The largest body a page, a probe or the sign-in routes take (a form of a few fields).
+const MAX_PAGE_BODY_BYTES: usize = 16 * 1024;
 
 /// Descriptors kept for everything but client connections: workers' sockets, the provider's
 /// connections, files.

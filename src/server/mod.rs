@@ -288,6 +288,16 @@ impl SdkboxServer {
             .execute(&target, &input.code, &limits, cancel.clone())
             .await;
         cancel.cancel();
+        if let (Some(lifecycle), Some(error)) = (&self.lifecycle, outcome.error.as_mut())
+            && lifecycle.stopping().is_cancelled()
+            && error.kind == crate::sandbox::ErrorKind::Cancelled
+        {
+            error.message = "the server was shutting down and its grace period ran out while \
+                             this code ran, so it was stopped; writes it sent without an answer \
+                             count as maybe sent and no re-run of this code sends them again. \
+                             Run it again: another server takes it"
+                .to_owned();
+        }
         if !warnings.is_empty() {
             let scrubber = target.egress.scrubber();
             crate::sandbox::with_warnings(

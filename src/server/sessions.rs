@@ -89,21 +89,25 @@ impl BoundedSessions {
         let deliveries = shared_sessions::deliveries(&self.state);
         futures_util::pin_mut!(deliveries);
         while let Some(delivery) = deliveries.next().await {
-            match delivery {
-                Delivery::Message(id, message) => {
-                    metrics::counter!("sdkbox_forwarded_total", "way" => "in").increment(1);
-                    if self.inner.has_session(&id).await.unwrap_or(false)
-                        && let Err(error) = self.inner.accept_message(&id, *message).await
-                    {
-                        tracing::debug!(%error, "a forwarded message found its session gone");
+            // Each on its own task: a session slow to take its message holds up no other.
+            let sessions = self.clone();
+            tokio::spawn(async move {
+                match delivery {
+                    Delivery::Message(id, message) => {
+                        if sessions.inner.has_session(&id).await.unwrap_or(false) {
+                            metrics::counter!("sdkbox_forwarded_total", "way" => "in").increment(1);
+                            if let Err(error) = sessions.inner.accept_message(&id, *message).await {
+                                tracing::debug!(%error, "a forwarded message found its session gone");
+                            }
+                        }
+                    }
+                    Delivery::Close(id) => {
+                        if sessions.inner.has_session(&id).await.unwrap_or(false) {
+                            let _ = sessions.close_session(&id).await;
+                        }
                     }
                 }
-                Delivery::Close(id) => {
-                    if self.inner.has_session(&id).await.unwrap_or(false) {
-                        let _ = self.close_session(&id).await;
-                    }
-                }
-            }
+            });
         }
     }
 
@@ -126,12 +130,14 @@ impl BoundedSessions {
         );
     }
 
-    /// Keeps a session's records in the store alive: it was used.
+    /// Keeps a session's records alive in the store (who opened it, and its `initialize` for
+    /// other replicas): it was used.
     async fn keep(&self, id: &SessionId) {
-        if !self.state.shared() {
-            return;
+        let mut keys = vec![shared_sessions::owner_key(id)];
+        if self.state.shared() {
+            keys.push(format!("session:{id}"));
         }
-        for key in [format!("session:{id}"), shared_sessions::owner_key(id)] {
+        for key in keys {
             if let Err(error) = self.state.expire(&key, self.idle).await {
                 tracing::warn!(%error, "a session's record could not be kept alive");
             }

@@ -25,9 +25,12 @@ use crate::state::StateStore;
 const FORWARDED: &str = "mcp-message";
 const CLOSED: &str = "mcp-closed";
 
-/// Sessions kept in the store at most, in all: past it a new session is served by the
-/// replica that opened it only (a warning says so).
-const MAX_STORED_SESSIONS: usize = 200_000;
+/// Sessions kept in the store at most, in all, and the largest `initialize` kept: past
+/// either, a new session is served by the replica that opened it only (a warning says so).
+/// A client's `initialize` is a few hundred bytes; these hold the store's share of sessions
+/// under 80 MB whatever clients send.
+const MAX_STORED_SESSIONS: usize = 20_000;
+const MAX_STORED_INITIALIZE: usize = 4 * 1024;
 
 /// The store's record of a session.
 fn session_key(id: &str) -> String {
@@ -59,6 +62,14 @@ impl SessionStore for SharedSessions {
     }
 
     async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        let text = serde_json::to_string(state)?;
+        if text.len() > MAX_STORED_INITIALIZE {
+            return Err(format!(
+                "its initialize is {} bytes, over the {MAX_STORED_INITIALIZE} kept",
+                text.len()
+            )
+            .into());
+        }
         if !self
             .state
             .admit("sessions", session_id, self.idle, MAX_STORED_SESSIONS)
@@ -66,7 +77,6 @@ impl SessionStore for SharedSessions {
         {
             return Err("the state store keeps as many sessions as it may".into());
         }
-        let text = serde_json::to_string(state)?;
         Ok(self
             .state
             .put(&session_key(session_id), &text, self.idle)
@@ -276,6 +286,25 @@ mod tests {
             id,
             result: ClientResult::empty(()),
         })
+    }
+
+    #[tokio::test]
+    async fn a_session_is_kept_for_other_replicas_only_with_a_small_initialize() {
+        let state = StateStore::memory("t");
+        let sessions = SharedSessions::new(state.clone(), std::time::Duration::from_secs(60));
+        let initialize = |padding: usize| -> SessionState {
+            serde_json::from_value(serde_json::json!({"initialize_params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"experimental": {"pad": {"x": "p".repeat(padding)}}},
+                "clientInfo": {"name": "c", "version": "1"}
+            }}))
+            .unwrap()
+        };
+        sessions.store("small", &initialize(100)).await.unwrap();
+        assert!(sessions.load("small").await.unwrap().is_some());
+        let refused = sessions.store("large", &initialize(1 << 20)).await;
+        assert!(refused.unwrap_err().to_string().contains("over the"));
+        assert!(sessions.load("large").await.unwrap().is_none());
     }
 
     #[test]

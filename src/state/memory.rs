@@ -14,11 +14,16 @@ use crate::lock::lock;
 /// and every kind of record a bound of its own, so this is only the last line).
 const MAX_RECORDS: usize = 1_000_000;
 
+/// Admissions between two sweeps of every set (members past their time, and sets left empty,
+/// go): a set a caller stopped using does not stay.
+const SWEEP_EVERY: u64 = 4_096;
+
 /// Records and sets of one process.
 #[derive(Default)]
 pub struct Memory {
     records: Mutex<HashMap<String, (String, Instant)>>,
     sets: Mutex<HashMap<String, HashMap<String, Instant>>>,
+    admissions: std::sync::atomic::AtomicU64,
 }
 
 /// Why the memory store refused.
@@ -121,6 +126,15 @@ impl Memory {
     pub fn admit(&self, set: &str, member: &str, ttl: Duration, max: usize) -> bool {
         let mut sets = lock(&self.sets);
         let now = Instant::now();
+        let admitted = self
+            .admissions
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if admitted % SWEEP_EVERY == SWEEP_EVERY - 1 {
+            sets.retain(|_, members| {
+                members.retain(|_, until| *until > now);
+                !members.is_empty()
+            });
+        }
         let members = sets.entry(set.to_owned()).or_default();
         members.retain(|_, until| *until > now);
         if !members.contains_key(member) && members.len() >= max {
@@ -143,12 +157,14 @@ impl Memory {
     pub fn members(&self, set: &str) -> Vec<String> {
         let mut sets = lock(&self.sets);
         let now = Instant::now();
-        match sets.get_mut(set) {
-            Some(members) => {
-                members.retain(|_, until| *until > now);
-                members.keys().cloned().collect()
-            }
-            None => Vec::new(),
+        let Some(members) = sets.get_mut(set) else {
+            return Vec::new();
+        };
+        members.retain(|_, until| *until > now);
+        let kept: Vec<String> = members.keys().cloned().collect();
+        if kept.is_empty() {
+            sets.remove(set);
         }
+        kept
     }
 }

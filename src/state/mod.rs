@@ -98,12 +98,15 @@ struct Inner {
     backend: Backend,
     prefix: String,
     replica: String,
-    epoch: String,
+    /// The store's epoch as this process knows it (a store that lost it draws a new one).
+    epoch: std::sync::RwLock<String>,
     letters: broadcast::Sender<Letter>,
     /// Wall-clock milliseconds at `started`, for [`StateStore::now_ms`].
     wall_at_start: u64,
     started: tokio::time::Instant,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The epoch the store holds, as the heartbeat last read it (Redis).
+    store_epoch: Option<std::sync::Arc<std::sync::RwLock<String>>>,
 }
 
 impl Drop for Inner {
@@ -152,10 +155,26 @@ impl StateStore {
         let mut inner = Self::inner(Backend::Redis(redis.clone()), namespace, epoch);
         inner.replica = fresh_id()?;
         let alive_key = format!("{}replica:{}", inner.prefix, inner.replica);
+        let epoch_key = format!("{}epoch", inner.prefix);
         let heartbeat = redis.clone();
+        let known = std::sync::Arc::new(std::sync::RwLock::new(String::new()));
+        let seen = known.clone();
         inner.tasks.push(tokio::spawn(async move {
-            heartbeat.heartbeat(alive_key).await;
+            let beat = || {
+                let (redis, key, seen) = (heartbeat.clone(), epoch_key.clone(), seen.clone());
+                async move {
+                    // The epoch as the store has it now: a store that lost its records
+                    // (flushed, restarted empty) gets a new one, which every replica adopts.
+                    if let Ok(fresh) = fresh_id()
+                        && let Ok(epoch) = redis.epoch(&key, &fresh).await
+                    {
+                        *seen.write().unwrap_or_else(|p| p.into_inner()) = epoch;
+                    }
+                }
+            };
+            heartbeat.heartbeat(alive_key, beat).await;
         }));
+        inner.store_epoch = Some(known);
         let channels = vec![
             format!("{}to:{}", inner.prefix, inner.replica),
             format!("{}all", inner.prefix),
@@ -177,7 +196,8 @@ impl StateStore {
             backend,
             prefix: prefix(namespace),
             replica: fresh_id().unwrap_or_else(|_| "local".to_owned()),
-            epoch,
+            epoch: std::sync::RwLock::new(epoch),
+            store_epoch: None,
             letters: broadcast::channel(1_024).0,
             wall_at_start,
             started: tokio::time::Instant::now(),
@@ -195,9 +215,33 @@ impl StateStore {
         &self.inner.replica
     }
 
-    /// The store's epoch.
-    pub fn epoch(&self) -> &str {
-        &self.inner.epoch
+    /// The store's epoch: the one its records were made in. A store that lost its records has
+    /// a new one, which replicas pick up within a heartbeat.
+    pub fn epoch(&self) -> String {
+        if let Some(seen) = &self.inner.store_epoch {
+            let seen = seen.read().unwrap_or_else(|p| p.into_inner()).clone();
+            if !seen.is_empty() {
+                let mut epoch = self.inner.epoch.write().unwrap_or_else(|p| p.into_inner());
+                if *epoch != seen {
+                    tracing::warn!("the state store lost its records: a new epoch begins");
+                    *epoch = seen;
+                }
+            }
+        }
+        self.inner
+            .epoch
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Whether this replica may claim writes: the others still count it alive (always, for
+    /// one process).
+    pub fn in_touch(&self) -> bool {
+        match &self.inner.backend {
+            Backend::Memory(_) => true,
+            Backend::Redis(redis) => redis.in_touch(),
+        }
     }
 
     /// Milliseconds since the Unix epoch, as this store counts them (the memory store on
@@ -231,11 +275,14 @@ impl StateStore {
         }
     }
 
-    /// Whether the store answers now (for readiness).
+    /// Whether the store takes writes now and keeps what it is given (for readiness).
     pub async fn ping(&self) -> Result<(), StateError> {
         match &self.inner.backend {
             Backend::Memory(_) => Ok(()),
-            Backend::Redis(redis) => redis.get(&self.key("ping")).await.map(|_| ()),
+            Backend::Redis(redis) => {
+                let key = self.key(&format!("ready:{}", self.inner.replica));
+                redis.probe(&key).await
+            }
         }
     }
 
@@ -384,7 +431,7 @@ impl StateStore {
         token: &str,
         ttl: Duration,
     ) -> Result<Spent, StateError> {
-        if epoch != self.inner.epoch {
+        if epoch != self.epoch() {
             return Ok(Spent::Foreign);
         }
         let key = self.key(&format!("spent:{token}"));

@@ -66,6 +66,8 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
 pub struct Redis {
     connection: ConnectionManager,
     client: redis::Client,
+    /// When the last heartbeat that Redis took was sent (see [`Redis::in_touch`]).
+    last_beat: std::sync::Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
 }
 
 impl Redis {
@@ -81,7 +83,15 @@ impl Redis {
         let connection = ConnectionManager::new_with_config(client.clone(), config)
             .await
             .map_err(|e| StateError::Unavailable(format!("cannot reach {shown}: {e}")))?;
-        let redis = Self { connection, client };
+        let redis = Self {
+            connection,
+            client,
+            last_beat: std::sync::Arc::default(),
+        };
+        redis
+            .never_evicts()
+            .await
+            .map_err(|why| StateError::Unavailable(format!("{shown}: {why}")))?;
         redis::cmd("GETDEL")
             .arg("sdkbox:probe")
             .query_async::<Option<String>>(&mut redis.connection.clone())
@@ -92,6 +102,29 @@ impl Redis {
                 ))
             })?;
         Ok(redis)
+    }
+
+    /// Whether the server keeps every record until its time to live: a server that may evict
+    /// (any `maxmemory-policy` but `noeviction`, the default of several managed services)
+    /// could forget a spent approval or a write's claim, and the same write go out twice.
+    pub async fn never_evicts(&self) -> Result<(), String> {
+        let info: String = self
+            .query(redis::cmd("INFO").arg("memory"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let policy = info
+            .lines()
+            .find_map(|line| line.strip_prefix("maxmemory_policy:"))
+            .map(str::trim)
+            .unwrap_or("unknown");
+        match policy {
+            "noeviction" => Ok(()),
+            other => Err(format!(
+                "its maxmemory-policy is {other}: it may evict records sdkbox relies on to send \
+                 each write once (a spent approval, a write's claim); set maxmemory-policy \
+                 noeviction (on managed services, in the instance's parameter group)"
+            )),
+        }
     }
 
     async fn query<T: redis::FromRedisValue>(&self, command: &redis::Cmd) -> Result<T, StateError> {
@@ -212,6 +245,12 @@ impl Redis {
         self.script(MEMBERS, &[set], &[]).await
     }
 
+    /// Records `ttl` of life under `key` (a write: it fails when the server refuses writes).
+    pub async fn probe(&self, key: &str) -> Result<(), StateError> {
+        self.put(key, "1", Duration::from_secs(10)).await?;
+        self.never_evicts().await.map_err(StateError::Unavailable)
+    }
+
     /// The store's epoch: the one already there, else `fresh`, which becomes it.
     pub async fn epoch(&self, key: &str, fresh: &str) -> Result<String, StateError> {
         let _: Option<String> = self
@@ -227,14 +266,33 @@ impl Redis {
         Ok(count > 0)
     }
 
-    /// Says this replica is alive under `key`, every [`HEARTBEAT`], until the task is dropped.
-    pub async fn heartbeat(&self, key: String) {
+    /// Says this replica is alive under `key`, every [`HEARTBEAT`], until the task is dropped;
+    /// at each beat, `beat` runs too.
+    pub async fn heartbeat<F, B>(&self, key: String, beat: F)
+    where
+        F: Fn() -> B + Send,
+        B: std::future::Future<Output = ()> + Send,
+    {
         loop {
-            if let Err(error) = self.put(&key, "1", ALIVE_FOR).await {
-                tracing::warn!(%error, "the state store did not take this replica's heartbeat");
+            let sent = tokio::time::Instant::now();
+            match self.put(&key, "1", ALIVE_FOR).await {
+                Ok(()) => *crate::lock::lock(&self.last_beat) = Some(sent),
+                Err(error) => {
+                    tracing::warn!(%error, "the state store did not take this replica's heartbeat");
+                }
             }
+            beat().await;
             tokio::time::sleep(HEARTBEAT).await;
         }
+    }
+
+    /// Whether other replicas still count this one alive, with a second to spare: its last
+    /// heartbeat Redis took was sent less than [`ALIVE_FOR`] less a second ago. A replica
+    /// that lost touch (a partition, a stall) claims no write: another may be taking its runs
+    /// over.
+    pub fn in_touch(&self) -> bool {
+        crate::lock::lock(&self.last_beat)
+            .is_some_and(|sent| sent.elapsed() + Duration::from_secs(1) < ALIVE_FOR)
     }
 
     pub async fn publish(&self, channel: &str, letter: &str) -> Result<(), StateError> {

@@ -221,7 +221,8 @@ pub fn approval_link(result: &serde_json::Value) -> String {
         .to_owned()
 }
 
-/// Decides on the approval page as its form does (the browser's clicks are in page.rs).
+/// Decides on the approval page as its form does, posted by a browser with the headers a
+/// browser sends (the browser's own clicks are in page.rs).
 pub async fn decide_on_page(link: &str, decision: &str) {
     let client = reqwest::Client::new();
     let html = client.get(link).send().await.unwrap().text().await.unwrap();
@@ -236,6 +237,7 @@ pub async fn decide_on_page(link: &str, decision: &str) {
     let response = client
         .post(link)
         .header("origin", origin)
+        .header("sec-fetch-site", "same-origin")
         .header("content-type", "application/x-www-form-urlencoded")
         .body(format!("token={token}&decision={decision}"))
         .send()

@@ -159,6 +159,7 @@ async fn the_page_refuses_forms_from_other_sites_and_wrong_tokens() {
         client
             .post(&url)
             .header("origin", origin)
+            .header("sec-fetch-site", "same-origin")
             .header("content-type", "application/x-www-form-urlencoded")
             .body(format!("token={token}&decision=approve"))
             .send()
@@ -177,6 +178,15 @@ async fn the_page_refuses_forms_from_other_sites_and_wrong_tokens() {
             .status(),
         403
     );
+    // The right token from a program that fetched the link, without a browser's headers.
+    let program = client
+        .post(&url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={token}&decision=approve"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(program.status(), 403);
     let rebound = client
         .get(&url)
         .header("host", "evil.example")

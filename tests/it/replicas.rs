@@ -24,8 +24,10 @@ use crate::support::{Listening, Redis, listening, requirement_met};
 const TOKEN: &str = "replicas-token";
 const APPROVAL_KEY: &str = "replicas-approval-key-of-at-least-32-bytes";
 
-/// How long the provider holds the response of a write whose body says `slow-`.
+/// How long the provider holds the response of a write whose body says `slow-`, and of one
+/// that says `stuck-` (longer than a shutdown grace the test gives a replica).
 const HELD: Duration = Duration::from_secs(4);
+const STUCK: Duration = Duration::from_secs(20);
 
 /// The shared provider: the demo API behind a proxy that records every write it forwards.
 #[derive(Clone)]
@@ -100,6 +102,9 @@ async fn forward(State(provider): State<Provider>, request: Request) -> Response
     let bytes = answer.bytes().await.unwrap();
     if write && text.contains("slow-") {
         tokio::time::sleep(HELD).await;
+    }
+    if write && text.contains("stuck-") {
+        tokio::time::sleep(STUCK).await;
     }
     let mut response = (status, bytes).into_response();
     if let Some(content_type) = content_type {
@@ -225,6 +230,22 @@ impl Cluster {
     /// Starts replica number `n` on `address`, with the manifests' arguments; its audit lines
     /// (on its standard output) go to a file of its own.
     pub async fn replica(&self, n: usize, address: &str) -> Replica {
+        self.replica_with(n, address, &[]).await
+    }
+
+    /// [`Cluster::replica`] with some of the manifests' flags given other values.
+    pub async fn replica_with(&self, n: usize, address: &str, instead: &[(&str, &str)]) -> Replica {
+        let mut args = Vec::new();
+        let mut given = self.manifest.args.iter();
+        while let Some(arg) = given.next() {
+            match instead.iter().find(|(flag, _)| flag == arg) {
+                Some((flag, value)) => {
+                    given.next();
+                    args.extend([flag.to_string(), value.to_string()]);
+                }
+                None => args.push(arg.clone()),
+            }
+        }
         let audit = self.dir.path().join(format!("audit-{n}.jsonl"));
         let stdout = std::fs::OpenOptions::new()
             .create(true)
@@ -242,7 +263,7 @@ impl Cluster {
                 "--approval-page",
                 &format!("http://127.0.0.1:{}", self.port),
             ])
-            .args(&self.manifest.args)
+            .args(&args)
             .envs(self.manifest.env.iter().map(|(k, v)| (k, v)))
             .env("SDKBOX_STATE", &self.redis_url)
             .env("DEMO_SECRET", sdkbox::demo::DEMO_KEY)
@@ -298,6 +319,22 @@ impl Cluster {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         child
+    }
+
+    /// A client script (in `dir`) that takes on replica `victim` directly and then goes
+    /// through the balancer, watching what the provider receives.
+    pub fn against(&self, dir: &Path, script: &str, victim: &Listening) -> Command {
+        let mut command = Command::new("node");
+        command
+            .arg(dir.join(script))
+            .current_dir(dir)
+            .env("VICTIM_URL", &victim.url)
+            .env("VICTIM_PID", victim.child.id().unwrap().to_string())
+            .env("BALANCED_URL", &self.url)
+            .env("SDKBOX_TOKEN", TOKEN)
+            .env("PROVIDER", &self.provider.base)
+            .kill_on_drop(true);
+        command
     }
 
     /// The sum over the replicas of a metric's sample (`name{labels}` as rendered).
@@ -439,18 +476,8 @@ async fn a_replica_killed_mid_write_sends_nothing_twice() {
     let mut failed = Vec::new();
     for (victim, sdk, era) in [(0, "v1", "legacy"), (1, "v2", "2026-07-28")] {
         let replica = &cluster.replicas[victim].server;
-        let mut command = Command::new("node");
-        command
-            .arg(ts.join("replicas.mjs"))
-            .current_dir(&ts)
-            .env("SDK", sdk)
-            .env("ERA", era)
-            .env("VICTIM_URL", &replica.url)
-            .env("VICTIM_PID", replica.child.id().unwrap().to_string())
-            .env("BALANCED_URL", &cluster.url)
-            .env("SDKBOX_TOKEN", TOKEN)
-            .env("PROVIDER", &cluster.provider.base)
-            .kill_on_drop(true);
+        let mut command = cluster.against(&ts, "replicas.mjs", replica);
+        command.env("SDK", sdk).env("ERA", era);
         let what = format!("{sdk} {era}");
         failed.extend(failures_of(command, &what).await);
     }
@@ -619,4 +646,71 @@ async fn the_approval_page_behind_the_balancer_asks_once_and_sends_once() {
         "{again}"
     );
     assert_eq!(cluster.provider.writes_with(&name), 1);
+}
+
+/// A replica told to stop (SIGTERM) whose grace runs out while a write it sent still waits
+/// for its response: the call is cancelled (it ends, saying so), the replica exits within its
+/// grace, and the journal says the write may have been sent: the re-run through the balancer
+/// sends nothing and says so, and nobody is asked again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_write_cut_off_by_the_end_of_the_shutdown_grace_is_never_sent_again() {
+    let Some(ts) = node_client() else {
+        return;
+    };
+    let Some(mut cluster) = Cluster::start(3).await else {
+        return;
+    };
+    let address = cluster.replicas[0]
+        .server
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    // Replica 0 again, with a short grace.
+    let old = &mut cluster.replicas[0].server.child;
+    old.start_kill().unwrap();
+    old.wait().await.unwrap();
+    let short = [("--shutdown-grace-s", "2"), ("--drain-delay-ms", "200")];
+    cluster.replicas[0] = cluster.replica_with(0, &address, &short).await;
+    let replica = &cluster.replicas[0].server;
+    let mut command = cluster.against(&ts, "replicas.mjs", replica);
+    command
+        .env("SDK", "v1")
+        .env("ERA", "legacy")
+        .env("SIGNAL", "SIGTERM")
+        .env("HELD", "stuck");
+    let failed = failures_of(command, "v1 legacy, the grace runs out").await;
+    let exited = tokio::time::timeout(
+        Duration::from_secs(10),
+        cluster.replicas[0].server.child.wait(),
+    )
+    .await
+    .expect("the replica outlived its grace")
+    .unwrap();
+    if !failed.is_empty() {
+        eprintln!("{}", cluster.logs().await);
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    assert!(exited.success(), "{exited}");
+}
+
+/// A replica that stalls mid-run (SIGSTOP) for longer than the others wait before counting it
+/// gone: the same code run again elsewhere takes its run over; when the stalled replica
+/// resumes, its run sends nothing the other has decided (its claims are refused), so each
+/// write is received once and the user asked once per write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stalled_replica_that_resumes_sends_nothing_its_successor_decided() {
+    let Some(ts) = node_client() else {
+        return;
+    };
+    let Some(cluster) = Cluster::start(3).await else {
+        return;
+    };
+    let replica = &cluster.replicas[0].server;
+    let command = cluster.against(&ts, "stall.mjs", replica);
+    let failed = failures_of(command, "a stalled replica").await;
+    if !failed.is_empty() {
+        eprintln!("{}", cluster.logs().await);
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
 }

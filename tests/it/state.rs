@@ -103,7 +103,7 @@ async fn memory_and_redis_answer_alike_and_replicas_share_records() {
     assert_eq!(other.get("seen").await.unwrap().as_deref(), Some("yes"));
     assert_eq!(
         other
-            .spend(shared.epoch(), "t1", Duration::from_secs(60))
+            .spend(&shared.epoch(), "t1", Duration::from_secs(60))
             .await
             .unwrap(),
         Spent::Used,
@@ -148,17 +148,38 @@ async fn memory_and_redis_answer_alike_and_replicas_share_records() {
     assert_eq!(elsewhere.get("seen").await.unwrap(), None);
     assert_ne!(elsewhere.epoch(), other.epoch());
 
-    // A flushed store is a new epoch: a token of the old one proves nothing.
+    // A flushed store is a new epoch, which the replica takes up within a heartbeat: a token
+    // of the old one proves nothing, and tokens of the new one work.
+    let old = other.epoch();
     let cli = std::process::Command::new("redis-cli")
         .args(["-u", &redis.url, "FLUSHALL"])
         .output()
         .unwrap();
     assert!(cli.status.success());
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_ne!(other.epoch(), old, "the lost epoch is still used");
+    let ttl = Duration::from_secs(60);
+    assert_eq!(other.spend(&old, "t9", ttl).await.unwrap(), Spent::Foreign);
     assert_eq!(
-        other
-            .spend(other.epoch(), "t9", Duration::from_secs(60))
-            .await
-            .unwrap(),
-        Spent::Foreign
+        other.spend(&other.epoch(), "t9", ttl).await.unwrap(),
+        Spent::Fresh
+    );
+}
+
+/// A Redis that may evict records (managed services' default `volatile-lru`) could forget a
+/// spent approval or a write's claim: it is refused at start, saying what to set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_may_evict_records_is_refused() {
+    let Some(redis) = Redis::start_with(&["--maxmemory-policy", "volatile-lru"]).await else {
+        return;
+    };
+    let refused = StateStore::open(&redis.url, "evicting")
+        .await
+        .err()
+        .unwrap();
+    let said = refused.to_string();
+    assert!(
+        said.contains("maxmemory-policy is volatile-lru") && said.contains("noeviction"),
+        "{said}"
     );
 }

@@ -317,6 +317,11 @@ pub struct Redis {
 impl Redis {
     /// Starts one; `None` (a skip, which CI refuses) without redis-server.
     pub async fn start() -> Option<Self> {
+        Self::start_with(&[]).await
+    }
+
+    /// [`Redis::start`] with more of its settings (`["--maxmemory-policy", "..."]`).
+    pub async fn start_with(settings: &[&str]) -> Option<Self> {
         let binary = std::path::Path::new("/usr/bin/redis-server");
         if !requirement_met(
             binary.exists(),
@@ -336,6 +341,7 @@ impl Redis {
                 "--appendonly",
                 "no",
             ])
+            .args(settings)
             .stdout(std::process::Stdio::null())
             .kill_on_drop(true)
             .spawn()

@@ -285,29 +285,38 @@ async fn a_flood_of_hostile_searches_leaves_memory_flat() {
     assert!(growth < 64, "RSS grew {growth} MiB");
 }
 
+/// Four lanes, and short deadlines for headers and bodies.
+const TIGHT: [&str; 6] = [
+    "--max-connections",
+    "4",
+    "--header-timeout-ms",
+    "1000",
+    "--body-timeout-ms",
+    "1500",
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_bodies_are_cut_off_at_the_body_deadline() {
-    let (server, address) = server(&[
-        "--max-connections",
-        "4",
-        "--header-timeout-ms",
-        "1000",
-        "--body-timeout-ms",
-        "1500",
-    ])
-    .await;
+    let (server, address) = server(&TIGHT).await;
     // Every lane taken by a request whose headers are in and whose body comes a byte at a
     // time.
+    slow_bodies_hold_then_lose_the_lanes(
+        &server,
+        &address,
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n\
+          accept: application/json, text/event-stream\r\ncontent-length: 1000000\r\n\r\n{",
+    )
+    .await;
+}
+
+/// Four requests with `head` and then a body a byte at a time take every lane (a new session
+/// gets 503); past the body deadline each is told why (408) and closed, and a real client
+/// gets in.
+async fn slow_bodies_hold_then_lose_the_lanes(server: &Listening, address: &str, head: &[u8]) {
     let mut slow = Vec::new();
     for _ in 0..4 {
-        let mut socket = TcpStream::connect(&address).await.unwrap();
-        socket
-            .write_all(
-                b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n\
-                  accept: application/json, text/event-stream\r\ncontent-length: 1000000\r\n\r\n{",
-            )
-            .await
-            .unwrap();
+        let mut socket = TcpStream::connect(address).await.unwrap();
+        socket.write_all(head).await.unwrap();
         slow.push(socket);
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -322,7 +331,6 @@ async fn slow_bodies_are_cut_off_at_the_body_deadline() {
             let _ = socket.write_all(b" ").await;
         }
     }
-    // Past the deadline each was told why and closed, and a real client gets in.
     for socket in &mut slow {
         let mut answer = String::new();
         let _ =
@@ -330,4 +338,39 @@ async fn slow_bodies_are_cut_off_at_the_body_deadline() {
         assert!(answer.starts_with("HTTP/1.1 408"), "{answer:?}");
     }
     assert_eq!(Session::open(&server.url).await.status(), 200);
+}
+
+/// The approval page on the public URL (the MCP listener itself) bounds its forms like MCP
+/// requests: bodies that come a byte at a time, without a token or sign-in, cannot hold the
+/// lanes past the body deadline, and a body larger than a form is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_forms_to_the_public_approval_page_are_cut_off_too() {
+    let port = crate::signin::free_port();
+    let address = format!("127.0.0.1:{port}");
+    let mut command = crate::support::sdkbox_async();
+    command.kill_on_drop(true).args([
+        "serve",
+        "--demo",
+        "--http",
+        &address,
+        "--approval-page",
+        &format!("http://{address}"),
+    ]);
+    command.args(TIGHT);
+    let server = listening(command).await;
+    slow_bodies_hold_then_lose_the_lanes(
+        &server,
+        &address,
+        b"POST /approve/x HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: \
+          application/x-www-form-urlencoded\r\ncontent-length: 10000\r\n\r\nt",
+    )
+    .await;
+    let large = reqwest::Client::new()
+        .post(format!("http://{address}/approve/x"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(vec![b'a'; 100_000])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(large.status(), 413);
 }

@@ -7,7 +7,9 @@
 // Prints one JSON report line: {"client", "protocol", "checks", "name"}.
 //
 // Environment: SDK, ERA (as harness.mjs), VICTIM_URL, VICTIM_PID, BALANCED_URL, SDKBOX_TOKEN,
-// PROVIDER (the provider's origin, whose /test/writes?text= counts the writes it received).
+// PROVIDER (the provider's origin, whose /test/writes?text= counts the writes it received),
+// SIGNAL (SIGKILL, or SIGTERM for a replica whose shutdown grace runs out first), HELD (the
+// provider's mark for how long it holds the write: slow or stuck).
 
 import { assert, check, checks, modules, negotiation, sdk } from "./harness.mjs";
 
@@ -17,7 +19,9 @@ const env = (name) => {
   return value;
 };
 const headers = { Authorization: `Bearer ${env("SDKBOX_TOKEN")}` };
-const name = `slow-approve-${sdk}-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
+const held = process.env.HELD ?? "slow";
+const signal = process.env.SIGNAL ?? "SIGKILL";
+const name = `${held}-approve-${sdk}-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
 const code = `return await api.customers.create({ name: ${JSON.stringify(name)}, email: "kill@example.com" });`;
 
 let asked = 0;
@@ -48,7 +52,7 @@ const direct = transport(env("VICTIM_URL"));
 await first.connect(direct);
 
 await check("killed_mid_write", async () => {
-  const pending = call(first, { code }, { timeout: 10000 }).then(
+  const pending = call(first, { code }, { timeout: 15000 }).then(
     (result) => ({ result }),
     (error) => ({ error: String(error?.message ?? error) }),
   );
@@ -57,7 +61,7 @@ await check("killed_mid_write", async () => {
     assert(Date.now() - started < 30000, "the write never reached the provider");
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
-  process.kill(Number(env("VICTIM_PID")), "SIGKILL");
+  process.kill(Number(env("VICTIM_PID")), signal);
   const ended = await pending;
   assert(ended.error !== undefined || ended.result?.isError, `the call on the killed replica did not fail: ${JSON.stringify(ended)}`);
   assert(asked === 1, `the user was asked ${asked} times before the kill`);
