@@ -522,11 +522,8 @@ async fn a_rolling_restart_with_calls_in_flight_fails_and_duplicates_nothing() {
             .to_owned();
         let old = &mut cluster.replicas[n].server.child;
         let pid = old.id().unwrap();
-        let signalled = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(signalled.success());
+        let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
         let exited = tokio::time::timeout(Duration::from_secs(40), old.wait())
             .await
             .expect("a draining replica did not exit within its grace")
