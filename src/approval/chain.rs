@@ -3,10 +3,8 @@
 //! which the re-run the question leads to continues (on whichever replica it lands). Each
 //! write is claimed before it leaves and settled with what became of it; a settle that
 //! cannot wait (the request was cut short) runs in the background, and the round waits for
-//! it before it hands the journal on. A run's own record goes when the run ends; one whose
-//! replica stopped stays behind, and the next run of the same code by the same caller
-//! continues it (a write it sent is answered, one it may have sent is refused), whatever the
-//! channel.
+//! it before it hands the journal on. What a run leaves for the next run of its code is in
+//! `runs.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +42,9 @@ pub struct RunJournal {
     lease: Duration,
     /// Whether the run's own record was made (at its first claim, or with its entries).
     made: std::sync::atomic::AtomicBool,
+    /// When the run began: a replica that lost touch with the store since claims nothing
+    /// more for it.
+    began: tokio::time::Instant,
 }
 
 /// What the journal knows of a write a run is about to send.
@@ -94,6 +95,16 @@ impl RunJournal {
         Ok(journal)
     }
 
+    /// The own journal `run` of a run of the code with digest `code` that did not end, which
+    /// this run continues (it took it over).
+    pub fn continuing(store: Store, code: &str, run: &str, lease: Duration) -> Arc<Self> {
+        let journal = Self::at(store, code, Home::Run(run.to_owned()), lease);
+        journal
+            .made
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        journal
+    }
+
     /// The journal of the chain of the code with digest `code`, which this run continues.
     pub fn chained(store: Store, code: &str, lease: Duration) -> Arc<Self> {
         Self::at(store, code, Home::Chain, lease)
@@ -108,6 +119,7 @@ impl RunJournal {
             runtime: tokio::runtime::Handle::try_current().ok(),
             lease,
             made: std::sync::atomic::AtomicBool::new(false),
+            began: tokio::time::Instant::now(),
         })
     }
 
@@ -124,17 +136,32 @@ impl RunJournal {
         let found = match &*home {
             Home::Run(run) => {
                 use std::sync::atomic::Ordering;
-                let first = !self.made.load(Ordering::SeqCst);
-                let found = self
-                    .store
-                    .claim_in_run(run, &self.code, &key, until_ms, first)
-                    .await?;
-                if first && !matches!(found, Lookup::Full) {
+                // Made once, at the first claim: a record gone later was taken over, and is
+                // never made again by this run.
+                if !self.made.load(Ordering::SeqCst) {
+                    if !self.store.state().in_touch_since(self.began) {
+                        return Err(StateError::Unavailable(
+                            "this server lost touch with it during this run".into(),
+                        ));
+                    }
+                    if !self
+                        .store
+                        .start_run(run, &self.code, Vec::new(), until_ms)
+                        .await?
+                    {
+                        return Ok(Found::Full);
+                    }
                     self.made.store(true, Ordering::SeqCst);
                 }
-                found
+                self.store
+                    .claim_in_run(run, &self.code, &key, until_ms, self.began)
+                    .await?
             }
-            Home::Chain => self.store.claim(&self.code, &key, until_ms).await?,
+            Home::Chain => {
+                self.store
+                    .claim(&self.code, &key, until_ms, self.began)
+                    .await?
+            }
         };
         Ok(match found {
             Lookup::Sent(fate) => Found::Sent(fate),
@@ -165,7 +192,9 @@ impl RunJournal {
         let Home::Run(run) = &*home else {
             return Ok(());
         };
-        self.store.publish_run(caller, &self.code, run).await?;
+        self.store
+            .publish_run(caller, &self.code, run, true)
+            .await?;
         *home = Home::Chain;
         Ok(())
     }
@@ -185,9 +214,8 @@ impl RunJournal {
         let _ = tokio::time::timeout(SETTLE_WAIT, self.settles.wait()).await;
     }
 
-    /// The run has ended: its own record goes, unless a write of it may have been sent with
-    /// no answer (the next run of its code takes it over then); a chain stays for the runs that
-    /// continue it.
+    /// The run has ended: its own record goes (its writes whose fate is unknown are
+    /// remembered, see `runs.rs`); a chain stays for the runs that continue it.
     pub async fn finish(&self) -> Result<(), StateError> {
         self.settled().await;
         match &*self.home.lock().await {
@@ -196,14 +224,18 @@ impl RunJournal {
         }
     }
 
-    /// [`RunJournal::finish`] in the background (a round dropped before it ended: its call
-    /// was cancelled).
-    pub fn finish_later(self: &Arc<Self>) {
+    /// The run did not end (its call was cancelled, or the server stopped it): in the
+    /// background, once its settles are in, its own record is left for the next run of its
+    /// code to take over at once.
+    pub fn abandon_later(self: &Arc<Self>) {
         let journal = self.clone();
         if let Some(runtime) = &self.runtime {
             runtime.spawn(async move {
-                if let Err(error) = journal.finish().await {
-                    tracing::warn!(%error, "a run's journal could not be removed");
+                journal.settled().await;
+                if let Home::Run(run) = &*journal.home.lock().await
+                    && let Err(error) = journal.store.abandon_run(run).await
+                {
+                    tracing::warn!(%error, "a run cut short could not be left for the next");
                 }
             });
         }
@@ -289,111 +321,5 @@ mod tests {
         run.settled().await;
         let next = RunJournal::chained(store, "code", LEASE);
         assert!(matches!(next.claim(key("w")).await.unwrap(), Found::New(_)));
-    }
-
-    #[tokio::test]
-    async fn a_run_that_stopped_unfinished_is_continued_by_the_next_run_of_its_code() {
-        let state = StateStore::memory("t");
-        let store = Store::new(state.clone());
-        let run = RunJournal::own(store.clone(), "code", Vec::new(), LEASE)
-            .await
-            .unwrap();
-        let Found::New(sent) = run.claim(key("sent")).await.unwrap() else {
-            panic!("not new");
-        };
-        sent.settle(Some(Fate::Unknown("answered, say".into())))
-            .await;
-        let Found::New(in_flight) = run.claim(key("in flight")).await.unwrap() else {
-            panic!("not new");
-        };
-        // The run is still going: nothing of it is adopted, and the next run waits for it.
-        let short = Duration::from_millis(200);
-        assert!(
-            store
-                .adopt_unfinished("code", short)
-                .await
-                .unwrap()
-                .is_none()
-        );
-        // Its process stops: nothing settles the claim, nothing finishes the run. The next
-        // process sees the records with no replica alive behind them.
-        std::mem::forget(in_flight);
-        let after = Store::new(StateStore::memory("t"));
-        for record in state.members("runs:code").await.unwrap() {
-            let text = state.get(&format!("run:{record}")).await.unwrap().unwrap();
-            let ttl = Duration::from_secs(3600);
-            after
-                .state()
-                .put(&format!("run:{record}"), &text, ttl)
-                .await
-                .unwrap();
-            after
-                .state()
-                .admit("runs:code", &record, ttl, 64)
-                .await
-                .unwrap();
-        }
-        let adopted = after
-            .adopt_unfinished("code", short)
-            .await
-            .unwrap()
-            .unwrap()
-            .0;
-        assert_eq!(adopted.len(), 2, "{adopted:?}");
-        let again = after
-            .adopt_unfinished("code", short)
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(again.0.is_empty(), "adopted once");
-        let next = RunJournal::own(after.clone(), "code", adopted, LEASE)
-            .await
-            .unwrap();
-        assert!(matches!(
-            next.claim(key("in flight")).await.unwrap(),
-            Found::Sent(Fate::Unknown(_))
-        ));
-        assert!(matches!(
-            next.claim(key("sent")).await.unwrap(),
-            Found::Sent(Fate::Unknown(_))
-        ));
-        assert!(matches!(
-            next.claim(key("new")).await.unwrap(),
-            Found::New(_)
-        ));
-        // It ends with both writes' fate still unknown: the run after it takes them over in
-        // turn (they are never sent again by a run of this code).
-        next.finish().await.unwrap();
-        let after_it = after
-            .adopt_unfinished("code", short)
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(after_it.0.len(), 2, "{:?}", after_it.0);
-    }
-
-    #[tokio::test]
-    async fn a_run_whose_writes_all_got_their_answer_leaves_nothing_behind() {
-        let store = Store::new(StateStore::memory("t"));
-        let run = RunJournal::own(store.clone(), "code", Vec::new(), LEASE)
-            .await
-            .unwrap();
-        let Found::New(sent) = run.claim(key("sent")).await.unwrap() else {
-            panic!("not new");
-        };
-        let answer = crate::egress::ScriptResponse::ok_for_tests("{}");
-        sent.settle(Some(Fate::Answered(answer))).await;
-        let Found::New(refused) = run.claim(key("not sent")).await.unwrap() else {
-            panic!("not new");
-        };
-        refused.settle(None).await;
-        run.finish().await.unwrap();
-        let short = Duration::from_millis(200);
-        let left = store
-            .adopt_unfinished("code", short)
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(left.0.is_empty(), "{:?}", left.0);
     }
 }

@@ -314,9 +314,10 @@ impl Gate {
             Found::TakenOver => Decision::Refuse(
                 note(Verdict::Denied, "another server took this run over"),
                 format!(
-                    "{} was not sent: this server lost touch with the state store for a while, \
-                     and a run of this code on another server took this one over; whatever it \
-                     sent stands. Check the provider's state before running the code again",
+                    "{} was not sent: this run's journal is gone from the state store (another \
+                     server took the run over while this one had lost touch with the store, or \
+                     the store lost its records). Check the provider's state before running the \
+                     code again",
                     what()
                 ),
             ),

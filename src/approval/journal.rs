@@ -169,16 +169,6 @@ impl Journal {
         Lookup::New
     }
 
-    /// Whether a write of it may have been sent with no answer back (one is in flight, or its
-    /// fate is unknown).
-    pub fn uncertain(&self) -> bool {
-        !self.in_flight.is_empty()
-            || self
-                .entries
-                .iter()
-                .any(|e| matches!(e.fate, Fate::Unknown(_)))
-    }
-
     /// Its writes, and its claims in flight.
     pub fn parts(&self) -> (Vec<Sent>, Vec<Hold>) {
         (self.entries.clone(), self.in_flight.clone())

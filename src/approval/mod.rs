@@ -34,6 +34,7 @@ mod mcp;
 pub mod page;
 mod round;
 mod rules;
+mod runs;
 mod shown;
 mod states;
 mod store;

@@ -17,9 +17,9 @@ use super::ask::Approver;
 use super::caller::Caller;
 use super::chain::RunJournal;
 use super::gate::Gate;
-use super::journal::Sent;
 use super::mcp::{RETRY_CHANNEL, RetryApprover};
 use super::page::{CHANNEL as PAGE_CHANNEL, PageApprover};
+use super::runs::Takeover;
 use super::states::Carried;
 use super::store::{StoreError, Turn};
 
@@ -67,11 +67,12 @@ pub struct Round {
 
 impl Drop for Round {
     fn drop(&mut self) {
-        // Dropped unended: its call was cancelled, which ends the run too.
+        // Dropped unended: its call was cancelled before its outcome went out, so the next
+        // run of its code continues it.
         if !self.ended
             && let Some(journal) = &self.gate.journal
         {
-            journal.finish_later();
+            journal.abandon_later();
         }
     }
 }
@@ -158,39 +159,42 @@ impl Approvals {
                 "the approvals of this code cannot be read now ({error}); run it again shortly"
             ))
         };
-        let adopted = store
-            .adopt_unfinished(digest, TURN_WAIT)
+        let until_ms = store.state().now_ms() + lease.as_millis() as u64;
+        let took = match store
+            .take_over_unfinished(digest, until_ms, TURN_WAIT)
             .await
             .map_err(|e| unavailable(&e))?
-            .ok_or_else(|| {
-                RoundError(format!(
-                    "this code is still running for this caller (another call of the same code \
-                     has written and not finished, for {} s now); run it again once that one has \
-                     finished",
+        {
+            Takeover::Going => {
+                return Err(RoundError(format!(
+                    "this code is still running for this caller (another call of the same \
+                     code has written and not finished, for {} s now); run it again once that \
+                     one has finished",
                     TURN_WAIT.as_secs()
-                ))
-            })?
-            .0;
-        let own = |entries: Vec<Sent>| RunJournal::own(store.clone(), digest, entries, lease);
-        if !chained {
-            return own(adopted).await.map_err(|e| unavailable(&e));
-        }
-        let (entries, joined) = match channel {
-            Channel::Retry {
-                state: Some(state),
-                responses,
-            } => {
+                )));
+            }
+            Takeover::Nothing => None,
+            Takeover::Took(run) => Some(run),
+        };
+        let (entries, joined) = match (chained, channel) {
+            (false, _) => (Vec::new(), false),
+            (
+                true,
+                Channel::Retry {
+                    state: Some(state),
+                    responses,
+                },
+            ) => {
                 let opened = self
                     .states()?
                     .open(store.state(), digest, &state, responses.as_ref())
                     .await
                     .map_err(RoundError)?;
-                let mut entries = opened.carried.journal.clone();
-                entries.extend(adopted);
+                let entries = opened.carried.journal.clone();
                 *carried = Some((opened.carried, RETRY_CHANNEL, opened.asked_again));
                 (entries, true)
             }
-            channel => {
+            (true, channel) => {
                 let name = match channel {
                     Channel::Retry { .. } => RETRY_CHANNEL,
                     _ => PAGE_CHANNEL,
@@ -200,17 +204,39 @@ impl Approvals {
                     .join(caller, digest)
                     .await
                     .map_err(|e| unavailable(&e))?;
-                (adopted, joined)
+                (Vec::new(), joined)
             }
         };
-        if !joined {
-            return own(entries).await.map_err(|e| unavailable(&e));
+        if joined {
+            match store.publish(caller, digest, entries.clone(), false).await {
+                Ok(()) => {
+                    // The run taken over joins the chain this run continues.
+                    if let Some(run) = &took {
+                        store
+                            .publish_run(caller, digest, run, false)
+                            .await
+                            .map_err(|e| unavailable(&e))?;
+                    }
+                    return Ok(RunJournal::chained(store, digest, lease));
+                }
+                // Past the bounds: the writes still answer this run, from its own journal.
+                Err(StoreError::Full(_)) => {}
+                Err(StoreError::State(error)) => return Err(unavailable(&error)),
+            }
         }
-        match store.publish(caller, digest, entries.clone(), false).await {
-            Ok(()) => Ok(RunJournal::chained(store, digest, lease)),
-            // Past the bounds: the writes still answer this run, from its own journal.
-            Err(StoreError::Full(_)) => own(entries).await.map_err(|e| unavailable(&e)),
-            Err(StoreError::State(error)) => Err(unavailable(&error)),
+        match took {
+            Some(run) => {
+                if !entries.is_empty() {
+                    store
+                        .merge_into_run(&run, entries)
+                        .await
+                        .map_err(|e| unavailable(&e))?;
+                }
+                Ok(RunJournal::continuing(store, digest, &run, lease))
+            }
+            None => RunJournal::own(store, digest, entries, lease)
+                .await
+                .map_err(|e| unavailable(&e)),
         }
     }
 
@@ -254,6 +280,14 @@ impl Round {
     /// The gate that decides about the execution's requests.
     pub fn gate(&self) -> Arc<Gate> {
         self.gate.clone()
+    }
+
+    /// Leaves the round unended: the server stopped the execution before its outcome could
+    /// go out (the shutdown grace ran out), so the next run of its code continues it, on
+    /// whichever replica.
+    pub fn abandon(self) {
+        // The round's drop leaves the run for the next (see `Drop`).
+        drop(self);
     }
 
     /// Ends the round, once the execution has: a 2026-07-28 round with questions asked

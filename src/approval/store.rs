@@ -83,7 +83,7 @@ struct Grant {
 }
 
 /// A record that holds a journal (a chain, or one run's own).
-trait Journaled: Serialize + serde::de::DeserializeOwned + Default {
+pub(super) trait Journaled: Serialize + serde::de::DeserializeOwned + Default {
     fn journal(&mut self) -> &mut Journal;
     /// What a claim or settle finds when the record is gone: a chain starts again (it
     /// expired, or was dropped finished), a run's own record is not made again (another
@@ -101,36 +101,6 @@ impl Journaled for Chain {
     }
 }
 
-impl Journaled for Run {
-    fn journal(&mut self) -> &mut Journal {
-        &mut self.journal
-    }
-
-    fn when_gone() -> Option<Self> {
-        None
-    }
-}
-
-/// One run's own journal as stored, until its first question leaves (then it becomes its
-/// code's chain) or it ends (then it goes): a run whose replica stopped leaves it behind,
-/// and the next run of the same code by the same caller adopts it.
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct Run {
-    journal: Journal,
-    /// The replica running it.
-    replica: String,
-    /// When it has certainly ended.
-    until_ms: u64,
-}
-
-/// A run's writes left behind by a run that ended without finishing (its replica stopped),
-/// which a later run of the same code continues.
-pub struct Adopted(pub Vec<Sent>);
-
-/// Runs of one code (by one caller) that may be unfinished at once; past it, a write of one
-/// more is refused.
-const MAX_RUNS_PER_CODE: usize = 64;
-
 /// One chain as stored.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Chain {
@@ -147,7 +117,7 @@ struct Chain {
 /// share them.
 #[derive(Clone)]
 pub struct Store {
-    state: StateStore,
+    pub(super) state: StateStore,
 }
 
 /// One caller's turn to run one code: runs of the same code by the same caller that may
@@ -174,14 +144,6 @@ impl Drop for Turn {
 
 fn chain_key(code: &str) -> String {
     format!("chain:{code}")
-}
-
-fn run_key(run: &str) -> String {
-    format!("run:{run}")
-}
-
-fn runs_of(code: &str) -> String {
-    format!("runs:{code}")
 }
 
 fn chains_of(caller: &Caller) -> String {
@@ -342,39 +304,37 @@ impl Store {
     /// has certainly ended), unless the journal knows it: [`Lookup::New`] means it is
     /// claimed. Claims of runs that ended without settling them (their replica stopped, or
     /// their time is up) count as writes that may have been sent.
-    pub async fn claim(&self, code: &str, key: &Key, until_ms: u64) -> Result<Lookup, StateError> {
-        self.claim_in::<Chain>(&chain_key(code), key, until_ms)
-            .await
-    }
-
-    /// Claims `key` in run `run`'s own journal (of the code with digest `code`), made at its
-    /// `first` claim; later, a record that is gone was taken over by another replica.
-    pub async fn claim_in_run(
+    pub async fn claim(
         &self,
-        run: &str,
         code: &str,
         key: &Key,
         until_ms: u64,
-        first: bool,
+        since: tokio::time::Instant,
     ) -> Result<Lookup, StateError> {
-        if first && !self.start_run(run, code, Vec::new(), until_ms).await? {
-            return Ok(Lookup::Full);
-        }
-        self.claim_in::<Run>(&run_key(run), key, until_ms).await
+        self.claim_in::<Chain>(&chain_key(code), code, key, until_ms, since)
+            .await
     }
 
-    async fn claim_in<T: Journaled>(
+    /// Claims `key` in the journal `record` of a run of the code with digest `code` that
+    /// began at `since` (see [`Store::claim`]); a write a finished run of the code may have
+    /// sent is answered with that.
+    pub(super) async fn claim_in<T: Journaled>(
         &self,
         record: &str,
+        code: &str,
         key: &Key,
         until_ms: u64,
+        since: tokio::time::Instant,
     ) -> Result<Lookup, StateError> {
-        if !self.state.in_touch() {
+        if !self.state.in_touch_since(since) {
             return Err(StateError::Unavailable(
-                "this server has lost touch with it, and other servers may be taking its runs \
-                 over"
+                "this server lost touch with it during this run, and another server may have \
+                 taken the run over or run the code again"
                     .into(),
             ));
+        }
+        if let Some(found) = self.uncertain_lookup(code, key).await? {
+            return Ok(found);
         }
         let held: Option<T> = self.state.read(record).await?;
         let mut stopped = Vec::new();
@@ -409,7 +369,7 @@ impl Store {
     /// Moves a claim a run made in its own journal into the chain of `code` (the run's
     /// journal became the chain while the write was in flight); a write the chain knows
     /// already stays as the chain knows it.
-    async fn hold(&self, code: &str, hold: Hold) -> Result<(), StateError> {
+    pub(super) async fn hold(&self, code: &str, hold: Hold) -> Result<(), StateError> {
         self.state
             .update::<Chain, ()>(&chain_key(code), CHAIN_LIFETIME, |chain| {
                 let mut chain = chain.unwrap_or_default();
@@ -434,17 +394,7 @@ impl Store {
         self.settle_in::<Chain>(&chain_key(code), key, fate).await
     }
 
-    /// Ends a claim of run `run`'s own journal.
-    pub async fn settle_in_run(
-        &self,
-        run: &str,
-        key: &Key,
-        fate: Option<Fate>,
-    ) -> Result<(), StateError> {
-        self.settle_in::<Run>(&run_key(run), key, fate).await
-    }
-
-    async fn settle_in<T: Journaled>(
+    pub(super) async fn settle_in<T: Journaled>(
         &self,
         record: &str,
         key: &Key,
@@ -466,136 +416,6 @@ impl Store {
     pub async fn snapshot(&self, code: &str) -> Result<Vec<Sent>, StateError> {
         let chain: Option<Chain> = self.state.read(&chain_key(code)).await?;
         Ok(chain.map(|c| c.journal.snapshot()).unwrap_or_default())
-    }
-
-    /// Run `run`'s own journal as the next round gets it.
-    pub async fn run_snapshot(&self, run: &str) -> Result<Vec<Sent>, StateError> {
-        let held: Option<Run> = self.state.read(&run_key(run)).await?;
-        Ok(held.map(|r| r.journal.snapshot()).unwrap_or_default())
-    }
-
-    /// Moves run `run`'s own journal into the chain of `code`, made if it has none (within
-    /// the bounds): the writes it recorded, and its claims still in flight, which are then
-    /// settled in the chain.
-    pub async fn publish_run(
-        &self,
-        caller: &Caller,
-        code: &str,
-        run: &str,
-    ) -> Result<(), StoreError> {
-        let held: Option<Run> = self.state.read(&run_key(run)).await?;
-        let (entries, holds) = held.map(|r| r.journal.parts()).unwrap_or_default();
-        self.publish(caller, code, entries, true).await?;
-        for hold in holds {
-            self.hold(code, hold).await?;
-        }
-        // Moved, not ended: nothing of it stays behind to be taken over.
-        self.state.take(&run_key(run)).await?;
-        self.state.dismiss(&runs_of(code), run).await?;
-        Ok(())
-    }
-
-    /// Starts run `run`'s own journal (of the code with digest `code`) with `entries`; false
-    /// when the code has as many runs going as it may.
-    pub async fn start_run(
-        &self,
-        run: &str,
-        code: &str,
-        entries: Vec<Sent>,
-        until_ms: u64,
-    ) -> Result<bool, StateError> {
-        if !self
-            .state
-            .admit(&runs_of(code), run, CHAIN_LIFETIME, MAX_RUNS_PER_CODE)
-            .await?
-        {
-            return Ok(false);
-        }
-        let record = Run {
-            journal: Journal::new(entries),
-            replica: self.state.replica().to_owned(),
-            until_ms,
-        };
-        let text =
-            serde_json::to_string(&record).map_err(|e| StateError::Unreadable(e.to_string()))?;
-        self.state.put(&run_key(run), &text, CHAIN_LIFETIME).await?;
-        Ok(true)
-    }
-
-    /// Run `run` of the code with digest `code` ended: its own journal goes, unless a write of
-    /// it may have been sent without an answer.
-    pub async fn finish_run(&self, code: &str, run: &str) -> Result<(), StateError> {
-        // A write that may have been sent (no response came back, or the run was cut off)
-        // must not be sent by the next run of the code either: such a run's journal stays,
-        // ended, for the next run to take over.
-        let kept = self
-            .state
-            .update::<Run, bool>(&run_key(run), CHAIN_LIFETIME, |held| match held {
-                Some(mut held) if held.journal.uncertain() => {
-                    held.journal.expire_holds(&|_| true);
-                    held.until_ms = 0;
-                    Change::Write(held, true)
-                }
-                Some(_) => Change::Delete(false),
-                None => Change::Keep(false),
-            })
-            .await?;
-        if kept {
-            return Ok(());
-        }
-        self.state.dismiss(&runs_of(code), run).await
-    }
-
-    /// The writes of runs of the code with digest `code` that ended without finishing (their
-    /// replica stopped, or their time is up), taken over: each such run is adopted once. A
-    /// run of the code still going on another call is waited for, up to `wait` (its writes
-    /// could be this run's): `None` when one still is.
-    pub async fn adopt_unfinished(
-        &self,
-        code: &str,
-        wait: Duration,
-    ) -> Result<Option<Adopted>, StateError> {
-        let until = tokio::time::Instant::now() + wait;
-        let mut pause = Duration::from_millis(50);
-        loop {
-            let (going, stopped) = self.unfinished(code).await?;
-            if !going {
-                let mut adopted = Vec::new();
-                for run in stopped {
-                    // Taken in one step: of two runs that find it, one continues it.
-                    if let Some(text) = self.state.take(&run_key(&run)).await? {
-                        let held: Run = serde_json::from_str(&text)
-                            .map_err(|e| StateError::Unreadable(format!("run {run}: {e}")))?;
-                        let mut journal = held.journal;
-                        journal.expire_holds(&|_| true);
-                        adopted.extend(journal.snapshot());
-                    }
-                    self.state.dismiss(&runs_of(code), &run).await?;
-                }
-                return Ok(Some(Adopted(adopted)));
-            }
-            if tokio::time::Instant::now() + pause > until {
-                return Ok(None);
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(500));
-        }
-    }
-
-    /// Whether a run of `code` is going on, and the runs of it that stopped unfinished.
-    async fn unfinished(&self, code: &str) -> Result<(bool, Vec<String>), StateError> {
-        let now = self.state.now_ms();
-        let (mut going, mut stopped) = (false, Vec::new());
-        for run in self.state.members(&runs_of(code)).await? {
-            match self.state.read::<Run>(&run_key(&run)).await? {
-                None => self.state.dismiss(&runs_of(code), &run).await?,
-                Some(held) if held.until_ms > now && self.state.alive(&held.replica).await? => {
-                    going = true;
-                }
-                Some(_) => stopped.push(run),
-            }
-        }
-        Ok((going, stopped))
     }
 
     /// Makes room for one more chain of `caller`: past its own bound, its chain finished the
@@ -902,11 +722,17 @@ pub(super) mod tests {
         let write = key("w");
         let far = u64::MAX;
         assert!(matches!(
-            before.claim("code", &write, far).await.unwrap(),
+            before
+                .claim("code", &write, far, tokio::time::Instant::now())
+                .await
+                .unwrap(),
             Lookup::New
         ));
         assert!(matches!(
-            before.claim("code", &write, far).await.unwrap(),
+            before
+                .claim("code", &write, far, tokio::time::Instant::now())
+                .await
+                .unwrap(),
             Lookup::InFlight
         ));
         // The same records seen by a process that is not the claim's holder (as after a
@@ -923,7 +749,10 @@ pub(super) mod tests {
             .await
             .unwrap();
         assert!(matches!(
-            other.claim("code", &write, far).await.unwrap(),
+            other
+                .claim("code", &write, far, tokio::time::Instant::now())
+                .await
+                .unwrap(),
             Lookup::Sent(Fate::Unknown(_))
         ));
     }

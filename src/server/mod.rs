@@ -330,6 +330,16 @@ impl SdkboxServer {
         let step_up = read_only
             .filter(|_| round.gate().refused_a_write())
             .map(|(sign_in, signed_in)| sign_in.write_challenge(signed_in));
+        if self
+            .lifecycle
+            .as_ref()
+            .is_some_and(|lifecycle| lifecycle.stopping().is_cancelled())
+        {
+            // Cut off by the shutdown grace: the next run of this code continues this one.
+            round.abandon();
+            let result = tools::execute_result(&outcome, self.provider.limits.max_output_bytes);
+            return Ok(CallToolResponse::Complete(result));
+        }
         let ending = round
             .end()
             .await

@@ -28,6 +28,9 @@ use super::shared_sessions::{self, Delivery, Route, Tagged, Tags};
 use crate::lock::lock;
 use crate::state::StateStore;
 
+/// Letters from other replicas delivered to this one's sessions at once, at most.
+const MAX_DELIVERIES: usize = 256;
+
 /// What one session is doing.
 struct Activity {
     /// When it last began or ended a request.
@@ -88,10 +91,16 @@ impl BoundedSessions {
         use futures_util::StreamExt;
         let deliveries = shared_sessions::deliveries(&self.state);
         futures_util::pin_mut!(deliveries);
+        // Each on its own task, a bounded number at once: a session slow to take its message
+        // holds up no other, and a flood of letters waits here instead of piling up.
+        let at_once = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_DELIVERIES));
         while let Some(delivery) = deliveries.next().await {
-            // Each on its own task: a session slow to take its message holds up no other.
+            let Ok(permit) = at_once.clone().acquire_owned().await else {
+                return;
+            };
             let sessions = self.clone();
             tokio::spawn(async move {
+                let _permit = permit;
                 match delivery {
                     Delivery::Message(id, message) => {
                         if sessions.inner.has_session(&id).await.unwrap_or(false) {

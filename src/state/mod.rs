@@ -235,12 +235,12 @@ impl StateStore {
             .clone()
     }
 
-    /// Whether this replica may claim writes: the others still count it alive (always, for
-    /// one process).
-    pub fn in_touch(&self) -> bool {
+    /// Whether a run this replica began at `since` may still claim writes: the others have
+    /// counted this replica alive all along (always, for one process).
+    pub fn in_touch_since(&self, since: tokio::time::Instant) -> bool {
         match &self.inner.backend {
             Backend::Memory(_) => true,
-            Backend::Redis(redis) => redis.in_touch(),
+            Backend::Redis(redis) => redis.in_touch_since(since),
         }
     }
 

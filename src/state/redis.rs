@@ -16,6 +16,10 @@ use super::{Letter, StateError};
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
 const ALIVE_FOR: Duration = Duration::from_secs(4);
 
+/// How long after a heartbeat was sent this replica still trusts that the others count it
+/// alive: a second less than they do.
+const TRUSTED: Duration = Duration::from_secs(3);
+
 const SWAP: &str = r"
 local current = redis.call('GET', KEYS[1])
 if ARGV[1] == '1' then
@@ -66,8 +70,16 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
 pub struct Redis {
     connection: ConnectionManager,
     client: redis::Client,
-    /// When the last heartbeat that Redis took was sent (see [`Redis::in_touch`]).
-    last_beat: std::sync::Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
+    /// This replica's word of life, as Redis took it (see [`Redis::in_touch_since`]).
+    beats: std::sync::Arc<std::sync::Mutex<Beats>>,
+}
+
+/// When the last heartbeat Redis took was sent, and when the last silence long enough for
+/// others to count this replica gone ended.
+#[derive(Default)]
+struct Beats {
+    last_sent: Option<tokio::time::Instant>,
+    silence_ended: Option<tokio::time::Instant>,
 }
 
 impl Redis {
@@ -86,7 +98,7 @@ impl Redis {
         let redis = Self {
             connection,
             client,
-            last_beat: std::sync::Arc::default(),
+            beats: std::sync::Arc::default(),
         };
         redis
             .never_evicts()
@@ -276,7 +288,17 @@ impl Redis {
         loop {
             let sent = tokio::time::Instant::now();
             match self.put(&key, "1", ALIVE_FOR).await {
-                Ok(()) => *crate::lock::lock(&self.last_beat) = Some(sent),
+                Ok(()) => {
+                    let mut beats = crate::lock::lock(&self.beats);
+                    if beats.last_sent.is_some_and(|last| sent - last > TRUSTED) {
+                        tracing::warn!(
+                            "this replica's word of life did not reach the state store for a \
+                             while: the runs it had going are refused their next writes"
+                        );
+                        beats.silence_ended = Some(tokio::time::Instant::now());
+                    }
+                    beats.last_sent = Some(sent);
+                }
                 Err(error) => {
                     tracing::warn!(%error, "the state store did not take this replica's heartbeat");
                 }
@@ -286,13 +308,14 @@ impl Redis {
         }
     }
 
-    /// Whether other replicas still count this one alive, with a second to spare: its last
-    /// heartbeat Redis took was sent less than [`ALIVE_FOR`] less a second ago. A replica
-    /// that lost touch (a partition, a stall) claims no write: another may be taking its runs
-    /// over.
-    pub fn in_touch(&self) -> bool {
-        crate::lock::lock(&self.last_beat)
-            .is_some_and(|sent| sent.elapsed() + Duration::from_secs(1) < ALIVE_FOR)
+    /// Whether other replicas have counted this one alive all along since `since`: its last
+    /// heartbeat Redis took was sent less than [`TRUSTED`] ago, and no silence that long ended
+    /// after `since`. A replica that lost touch (a partition, a stall) claims no write for a
+    /// run it had going: another may have taken the run over, or run its code afresh.
+    pub fn in_touch_since(&self, since: tokio::time::Instant) -> bool {
+        let beats = crate::lock::lock(&self.beats);
+        beats.last_sent.is_some_and(|sent| sent.elapsed() < TRUSTED)
+            && beats.silence_ended.is_none_or(|ended| ended < since)
     }
 
     pub async fn publish(&self, channel: &str, letter: &str) -> Result<(), StateError> {

@@ -86,6 +86,11 @@ async fn forward(State(provider): State<Provider>, request: Request) -> Response
     if write {
         provider.writes.lock().unwrap().push(text.clone());
     }
+    // A read whose query says `slow-` is recorded too (by its URL), and held.
+    let slow_read = !write && parts.uri.to_string().contains("slow-");
+    if slow_read {
+        provider.writes.lock().unwrap().push(parts.uri.to_string());
+    }
     let url = format!("{}{}", provider.demo, parts.uri);
     let mut sent = provider
         .client
@@ -100,7 +105,7 @@ async fn forward(State(provider): State<Provider>, request: Request) -> Response
     let status = answer.status();
     let content_type = answer.headers().get("content-type").cloned();
     let bytes = answer.bytes().await.unwrap();
-    if write && text.contains("slow-") {
+    if (write && text.contains("slow-")) || slow_read {
         tokio::time::sleep(HELD).await;
     }
     if write && text.contains("stuck-") {
@@ -692,9 +697,10 @@ async fn a_write_cut_off_by_the_end_of_the_shutdown_grace_is_never_sent_again() 
 }
 
 /// A replica that stalls mid-run (SIGSTOP) for longer than the others wait before counting it
-/// gone: the same code run again elsewhere takes its run over; when the stalled replica
-/// resumes, its run sends nothing the other has decided (its claims are refused), so each
-/// write is received once and the user asked once per write.
+/// gone, once while a write waits for its response and once in a read before the run's first
+/// write: the same code run again elsewhere takes the run over (or, with nothing to take
+/// over, runs afresh); when the stalled replica resumes, its run sends nothing more (its
+/// claims are refused), so each write is received once and the user asked once per write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stalled_replica_that_resumes_sends_nothing_its_successor_decided() {
     let Some(ts) = node_client() else {
@@ -703,9 +709,13 @@ async fn a_stalled_replica_that_resumes_sends_nothing_its_successor_decided() {
     let Some(cluster) = Cluster::start(3).await else {
         return;
     };
-    let replica = &cluster.replicas[0].server;
-    let command = cluster.against(&ts, "stall.mjs", replica);
-    let failed = failures_of(command, "a stalled replica").await;
+    let mut failed = Vec::new();
+    // Each stage stalls a replica of its own (a stalled one is taken out of the balancer).
+    for (victim, stage) in ["write", "read"].into_iter().enumerate() {
+        let mut command = cluster.against(&ts, "stall.mjs", &cluster.replicas[victim].server);
+        command.env("STALL_IN", stage);
+        failed.extend(failures_of(command, &format!("stalled in a {stage}")).await);
+    }
     if !failed.is_empty() {
         eprintln!("{}", cluster.logs().await);
     }

@@ -1,0 +1,492 @@
+//! One run's own journal in the state store, and what a run leaves for the next run of its
+//! code by its caller. A run's record is made at its first write and goes when the run ends;
+//! the writes of it whose fate is unknown then (no response came back) are remembered for an
+//! hour, and no run of the code sends them again without saying so. A run that did not end
+//! (its replica stopped, its call was cancelled, the shutdown grace cut it off) stays: the
+//! next run takes it over in one atomic step, and continues it (a write it sent is answered
+//! with its response, one it may have sent is refused). A replica that lost touch with the
+//! store during a run claims nothing more for it, and a record taken over is never made
+//! again by the run that lost it.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::caller::Caller;
+use super::journal::{Fate, Journal, Key, Lookup, MAX_JOURNAL_ENTRIES, Sent};
+use super::store::{CHAIN_LIFETIME, Journaled, Store, StoreError};
+use crate::state::{Change, StateError};
+
+/// Runs of one code (by one caller) that may be unfinished at once; past it, a write of one
+/// more is refused.
+const MAX_RUNS_PER_CODE: usize = 64;
+
+/// Codes with writes of unknown fate remembered at most, in all; past it a run's such writes
+/// are not remembered (a warning says so).
+const MAX_UNCERTAIN_CODES: usize = 10_000;
+
+/// One run's own journal as stored.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(super) struct Run {
+    journal: Journal,
+    /// The replica running it.
+    replica: String,
+    /// When it has certainly ended.
+    until_ms: u64,
+}
+
+impl Journaled for Run {
+    fn journal(&mut self) -> &mut Journal {
+        &mut self.journal
+    }
+
+    fn when_gone() -> Option<Self> {
+        None
+    }
+}
+
+/// What a new run of a code found of the runs of it before.
+#[derive(Debug)]
+pub enum Takeover {
+    /// Another run of the code is still going (after waiting for it).
+    Going,
+    /// Nothing to continue.
+    Nothing,
+    /// This run continues the run with this id, which did not end.
+    Took(String),
+}
+
+fn run_key(run: &str) -> String {
+    format!("run:{run}")
+}
+
+fn runs_of(code: &str) -> String {
+    format!("runs:{code}")
+}
+
+fn uncertain_key(code: &str) -> String {
+    format!("uncertain:{code}")
+}
+
+impl Store {
+    /// Starts run `run`'s own journal (of the code with digest `code`) with `entries`; false
+    /// when the code has as many runs unfinished as it may.
+    pub async fn start_run(
+        &self,
+        run: &str,
+        code: &str,
+        entries: Vec<Sent>,
+        until_ms: u64,
+    ) -> Result<bool, StateError> {
+        if !self
+            .state
+            .admit(&runs_of(code), run, CHAIN_LIFETIME, MAX_RUNS_PER_CODE)
+            .await?
+        {
+            return Ok(false);
+        }
+        let record = Run {
+            journal: Journal::new(entries),
+            replica: self.state.replica().to_owned(),
+            until_ms,
+        };
+        let text =
+            serde_json::to_string(&record).map_err(|e| StateError::Unreadable(e.to_string()))?;
+        self.state
+            .put_new(&run_key(run), &text, CHAIN_LIFETIME)
+            .await
+    }
+
+    /// Claims `key` in run `run`'s own journal (of the code with digest `code`, begun at
+    /// `since`): gone means another replica took the run over.
+    pub async fn claim_in_run(
+        &self,
+        run: &str,
+        code: &str,
+        key: &Key,
+        until_ms: u64,
+        since: tokio::time::Instant,
+    ) -> Result<Lookup, StateError> {
+        self.claim_in::<Run>(&run_key(run), code, key, until_ms, since)
+            .await
+    }
+
+    /// Ends a claim of run `run`'s own journal (nothing, if another replica took it over).
+    pub async fn settle_in_run(
+        &self,
+        run: &str,
+        key: &Key,
+        fate: Option<Fate>,
+    ) -> Result<(), StateError> {
+        self.settle_in::<Run>(&run_key(run), key, fate).await
+    }
+
+    /// Run `run`'s own journal as the next round gets it.
+    pub async fn run_snapshot(&self, run: &str) -> Result<Vec<Sent>, StateError> {
+        let held: Option<Run> = self.state.read(&run_key(run)).await?;
+        Ok(held.map(|r| r.journal.snapshot()).unwrap_or_default())
+    }
+
+    /// Adds `entries` to run `run`'s own journal.
+    pub async fn merge_into_run(&self, run: &str, entries: Vec<Sent>) -> Result<(), StateError> {
+        self.state
+            .update::<Run, ()>(&run_key(run), CHAIN_LIFETIME, |held| match held {
+                Some(mut held) => {
+                    held.journal.merge(entries.clone());
+                    Change::Write(held, ())
+                }
+                None => Change::Keep(()),
+            })
+            .await
+    }
+
+    /// Moves run `run`'s own journal into the chain of `code`, made if it has none (within
+    /// the bounds, waiting for a question when `waiting`): the writes it recorded, and its
+    /// claims still in flight, which are then settled in the chain.
+    pub async fn publish_run(
+        &self,
+        caller: &Caller,
+        code: &str,
+        run: &str,
+        waiting: bool,
+    ) -> Result<(), StoreError> {
+        let held: Option<Run> = self.state.read(&run_key(run)).await?;
+        let (entries, holds) = held.map(|r| r.journal.parts()).unwrap_or_default();
+        self.publish(caller, code, entries, waiting).await?;
+        for hold in holds {
+            self.hold(code, hold).await?;
+        }
+        // Moved, not ended: nothing of it stays behind to be taken over.
+        self.state.take(&run_key(run)).await?;
+        self.state.dismiss(&runs_of(code), run).await?;
+        Ok(())
+    }
+
+    /// Run `run` of the code with digest `code` ended: its own journal goes; its writes whose
+    /// fate is unknown are remembered, for no run of the code to send again.
+    pub async fn finish_run(&self, code: &str, run: &str) -> Result<(), StateError> {
+        if let Some(mut held) = self.state.read::<Run>(&run_key(run)).await? {
+            held.journal.expire_holds(&|_| true);
+            let unknown: Vec<Sent> = held
+                .journal
+                .snapshot()
+                .into_iter()
+                .filter(|sent| matches!(sent.fate, Fate::Unknown(_)))
+                .collect();
+            if !unknown.is_empty() {
+                self.remember_uncertain(code, unknown).await?;
+            }
+        }
+        self.state.take(&run_key(run)).await?;
+        self.state.dismiss(&runs_of(code), run).await
+    }
+
+    /// Run `run` did not end (its call was cancelled, or the server stopped it): the next run
+    /// of its code takes it over at once.
+    pub async fn abandon_run(&self, run: &str) -> Result<(), StateError> {
+        self.state
+            .update::<Run, ()>(&run_key(run), CHAIN_LIFETIME, |held| match held {
+                Some(mut held) => {
+                    held.until_ms = 0;
+                    Change::Write(held, ())
+                }
+                None => Change::Keep(()),
+            })
+            .await
+    }
+
+    /// Takes over the run of the code with digest `code` that did not end (its replica
+    /// stopped, its time is up, or it was abandoned), if there is one, in one atomic step (of
+    /// two runs that find it, one continues it; the other then finds it going), for this
+    /// replica until `until_ms`; any other such run's writes join it. A run of the code still
+    /// going is waited for, up to `wait`.
+    pub async fn take_over_unfinished(
+        &self,
+        code: &str,
+        until_ms: u64,
+        wait: Duration,
+    ) -> Result<Takeover, StateError> {
+        let until = tokio::time::Instant::now() + wait;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            let (going, stopped, dead) = self.unfinished(code).await?;
+            if !going {
+                let Some((first, others)) = stopped.split_first() else {
+                    return Ok(Takeover::Nothing);
+                };
+                if self.take_run(first, &dead, until_ms).await? {
+                    for other in others {
+                        if let Some(text) = self.state.take(&run_key(other)).await? {
+                            let mut held: Run = serde_json::from_str(&text)
+                                .map_err(|e| StateError::Unreadable(format!("run {other}: {e}")))?;
+                            held.journal.expire_holds(&|_| true);
+                            self.merge_into_run(first, held.journal.snapshot()).await?;
+                        }
+                        self.state.dismiss(&runs_of(code), other).await?;
+                    }
+                    return Ok(Takeover::Took(first.clone()));
+                }
+                // Another run took it first: it is going now.
+                continue;
+            }
+            if tokio::time::Instant::now() + pause > until {
+                return Ok(Takeover::Going);
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    /// Makes run `run` this replica's, if it is still stopped (`dead` replicas' or past its
+    /// time): its claims in flight become writes that may have been sent.
+    async fn take_run(
+        &self,
+        run: &str,
+        dead: &[String],
+        until_ms: u64,
+    ) -> Result<bool, StateError> {
+        let now = self.state.now_ms();
+        let replica = self.state.replica().to_owned();
+        self.state
+            .update::<Run, bool>(&run_key(run), CHAIN_LIFETIME, |held| match held {
+                Some(mut held) if held.until_ms <= now || dead.contains(&held.replica) => {
+                    held.journal.expire_holds(&|_| true);
+                    held.replica = replica.clone();
+                    held.until_ms = until_ms;
+                    Change::Write(held, true)
+                }
+                _ => Change::Keep(false),
+            })
+            .await
+    }
+
+    /// Whether a run of `code` is going on, the runs of it that stopped unfinished, and the
+    /// replicas found gone.
+    async fn unfinished(&self, code: &str) -> Result<(bool, Vec<String>, Vec<String>), StateError> {
+        let now = self.state.now_ms();
+        let (mut going, mut stopped, mut dead) = (false, Vec::new(), Vec::new());
+        for run in self.state.members(&runs_of(code)).await? {
+            let Some(held) = self.state.read::<Run>(&run_key(&run)).await? else {
+                self.state.dismiss(&runs_of(code), &run).await?;
+                continue;
+            };
+            let alive = !dead.contains(&held.replica) && self.state.alive(&held.replica).await?;
+            if !alive && !dead.contains(&held.replica) {
+                dead.push(held.replica.clone());
+            }
+            match held.until_ms > now && alive {
+                true => going = true,
+                false => stopped.push(run),
+            }
+        }
+        Ok((going, stopped, dead))
+    }
+
+    /// What a finished run of the code with digest `code` left about `key`: a write of it
+    /// that may have been sent (exactly, or at its place with other bytes).
+    pub(super) async fn uncertain_lookup(
+        &self,
+        code: &str,
+        key: &Key,
+    ) -> Result<Option<Lookup>, StateError> {
+        let Some(entries) = self.state.read::<Vec<Sent>>(&uncertain_key(code)).await? else {
+            return Ok(None);
+        };
+        Ok(match Journal::new(entries).lookup(key) {
+            found @ (Lookup::Sent(_) | Lookup::SentOtherwise(_)) => Some(found),
+            _ => None,
+        })
+    }
+
+    /// Remembers writes of the code with digest `code` that may have been sent, for an hour.
+    async fn remember_uncertain(&self, code: &str, unknown: Vec<Sent>) -> Result<(), StateError> {
+        if !self
+            .state
+            .admit("uncertain", code, CHAIN_LIFETIME, MAX_UNCERTAIN_CODES)
+            .await?
+        {
+            tracing::warn!(
+                "writes that may have been sent cannot be remembered: as many codes' are kept \
+                 as sdkbox keeps; a later run of the same code may send them again"
+            );
+            return Ok(());
+        }
+        self.state
+            .update::<Vec<Sent>, ()>(&uncertain_key(code), CHAIN_LIFETIME, |kept| {
+                let mut journal = Journal::new(kept.unwrap_or_default());
+                journal.merge(unknown.clone());
+                let (mut entries, _) = journal.parts();
+                entries.truncate(MAX_JOURNAL_ENTRIES);
+                Change::Write(entries, ())
+            })
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approval::chain::{Found, RunJournal};
+    use crate::approval::store::tests::key;
+    use crate::egress::ScriptResponse;
+    use crate::state::StateStore;
+
+    const LEASE: Duration = Duration::from_secs(60);
+    const SHORT: Duration = Duration::from_millis(200);
+
+    fn claimed(found: Found) -> crate::approval::chain::Claimed {
+        match found {
+            Found::New(claimed) => claimed,
+            other => panic!("not new: {other:?}"),
+        }
+    }
+
+    /// The records of `code`'s runs, as another process sees them (its replica is not the one
+    /// that made them: that one stopped).
+    async fn seen_elsewhere(from: &StateStore, code: &str) -> Store {
+        let other = StateStore::memory("t");
+        for run in from.members(&runs_of(code)).await.unwrap() {
+            let text = from.get(&run_key(&run)).await.unwrap().unwrap();
+            other
+                .put(&run_key(&run), &text, CHAIN_LIFETIME)
+                .await
+                .unwrap();
+            other
+                .admit(&runs_of(code), &run, CHAIN_LIFETIME, MAX_RUNS_PER_CODE)
+                .await
+                .unwrap();
+        }
+        Store::new(other)
+    }
+
+    async fn take_over(store: &Store, code: &str) -> Takeover {
+        let until = store.state.now_ms() + LEASE.as_millis() as u64;
+        store
+            .take_over_unfinished(code, until, SHORT)
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_run_whose_replica_stopped_is_taken_over_whole_once() {
+        let state = StateStore::memory("t");
+        let store = Store::new(state.clone());
+        let run = RunJournal::own(store.clone(), "code", Vec::new(), LEASE)
+            .await
+            .unwrap();
+        let answered = Fate::Answered(ScriptResponse::ok_for_tests("{}"));
+        claimed(run.claim(key("sent")).await.unwrap())
+            .settle(Some(answered))
+            .await;
+        std::mem::forget(claimed(run.claim(key("in flight")).await.unwrap()));
+        // Still going here: nothing to take over, and the next run waits for it.
+        assert!(matches!(take_over(&store, "code").await, Takeover::Going));
+        // Its process stops; the next run elsewhere continues it, and only it does.
+        let after = seen_elsewhere(&state, "code").await;
+        let Takeover::Took(taken) = take_over(&after, "code").await else {
+            panic!("not taken over");
+        };
+        assert!(matches!(take_over(&after, "code").await, Takeover::Going));
+        let next = RunJournal::continuing(after.clone(), "code", &taken, LEASE);
+        assert!(matches!(
+            next.claim(key("in flight")).await.unwrap(),
+            Found::Sent(Fate::Unknown(_))
+        ));
+        assert!(matches!(
+            next.claim(key("sent")).await.unwrap(),
+            Found::Sent(Fate::Answered(_))
+        ));
+        drop(claimed(next.claim(key("new")).await.unwrap()));
+        // It ends: the write of unknown fate is not sent by a later run of the code (which
+        // is told so); a write that was answered is a later run's to send again.
+        next.finish().await.unwrap();
+        assert!(matches!(take_over(&after, "code").await, Takeover::Nothing));
+        let later = RunJournal::own(after.clone(), "code", Vec::new(), LEASE)
+            .await
+            .unwrap();
+        assert!(matches!(
+            later.claim(key("in flight")).await.unwrap(),
+            Found::Sent(Fate::Unknown(_))
+        ));
+        drop(claimed(later.claim(key("sent")).await.unwrap()));
+        // That later run refused it and ended: nothing more is remembered of it than before.
+        later.finish().await.unwrap();
+        let kept: Vec<Sent> = after
+            .state
+            .read(&uncertain_key("code"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(kept.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn runs_racing_to_take_over_a_stopped_run_continue_it_once() {
+        let state = StateStore::memory("t");
+        let store = Store::new(state.clone());
+        let run = RunJournal::own(store.clone(), "code", Vec::new(), LEASE)
+            .await
+            .unwrap();
+        std::mem::forget(claimed(run.claim(key("in flight")).await.unwrap()));
+        let after = seen_elsewhere(&state, "code").await;
+        let (a, b) = tokio::join!(take_over(&after, "code"), take_over(&after, "code"));
+        let took = [&a, &b]
+            .iter()
+            .filter(|t| matches!(t, Takeover::Took(_)))
+            .count();
+        assert_eq!(took, 1, "{a:?} {b:?}");
+        // The one that took it ends; the other, running afresh then, does not send the write
+        // either: it is remembered as maybe sent.
+        let Some(Takeover::Took(run)) = [a, b].into_iter().find(|t| matches!(t, Takeover::Took(_)))
+        else {
+            panic!("none took it");
+        };
+        RunJournal::continuing(after.clone(), "code", &run, LEASE)
+            .finish()
+            .await
+            .unwrap();
+        let fresh = RunJournal::own(after.clone(), "code", Vec::new(), LEASE)
+            .await
+            .unwrap();
+        assert!(matches!(
+            fresh.claim(key("in flight")).await.unwrap(),
+            Found::Sent(Fate::Unknown(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_run_cut_short_is_taken_over_at_once_and_one_that_ended_leaves_nothing() {
+        let store = Store::new(StateStore::memory("t"));
+        let cut = RunJournal::own(store.clone(), "cut", Vec::new(), LEASE)
+            .await
+            .unwrap();
+        claimed(cut.claim(key("w")).await.unwrap())
+            .settle(Some(Fate::Answered(ScriptResponse::ok_for_tests("{}"))))
+            .await;
+        cut.abandon_later();
+        tokio::time::sleep(SHORT).await;
+        assert!(matches!(take_over(&store, "cut").await, Takeover::Took(_)));
+
+        let ended = RunJournal::own(store.clone(), "ended", Vec::new(), LEASE)
+            .await
+            .unwrap();
+        claimed(ended.claim(key("w")).await.unwrap())
+            .settle(Some(Fate::Answered(ScriptResponse::ok_for_tests("{}"))))
+            .await;
+        claimed(ended.claim(key("not sent")).await.unwrap())
+            .settle(None)
+            .await;
+        ended.finish().await.unwrap();
+        assert!(matches!(
+            take_over(&store, "ended").await,
+            Takeover::Nothing
+        ));
+        assert!(
+            store
+                .uncertain_lookup("ended", &key("w"))
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+}
