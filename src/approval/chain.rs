@@ -22,8 +22,9 @@ const SETTLE_WAIT: Duration = Duration::from_secs(10);
 /// Where a run's journal lives.
 #[derive(Clone)]
 enum Home {
-    /// The run's own record (made at its first write), with this id.
-    Run(String),
+    /// The run's own record (made at its first write), with this id, which this run owns
+    /// with this token.
+    Run(String, String),
     /// The chain of the code.
     Chain,
 }
@@ -65,14 +66,15 @@ pub enum Found {
 }
 
 impl RunJournal {
-    /// A run's own journal (the code with digest `code`), starting with `entries`: writes of
-    /// earlier runs it continues (a request state the store could not keep, runs that stopped
-    /// unfinished).
+    /// A run's own journal (the code with digest `code`), owned with the token `owner`,
+    /// starting with `entries`: writes of earlier runs it continues (a request state the
+    /// store could not keep).
     pub async fn own(
         store: Store,
         code: &str,
         entries: Vec<Sent>,
         lease: Duration,
+        owner: &str,
     ) -> Result<Arc<Self>, StateError> {
         let run = crate::approval::random_hex(12)
             .ok_or_else(|| StateError::Unavailable("no randomness for a run's id".into()))?;
@@ -80,7 +82,10 @@ impl RunJournal {
             true => false,
             false => {
                 let until_ms = store.state().now_ms() + lease.as_millis() as u64;
-                if !store.start_run(&run, code, entries, until_ms).await? {
+                if !store
+                    .start_run(&run, owner, code, entries, until_ms)
+                    .await?
+                {
                     return Err(StateError::Unavailable(
                         "as many runs of this code are unfinished as sdkbox keeps".into(),
                     ));
@@ -88,7 +93,7 @@ impl RunJournal {
                 true
             }
         };
-        let journal = Self::at(store, code, Home::Run(run), lease);
+        let journal = Self::at(store, code, Home::Run(run, owner.to_owned()), lease);
         journal
             .made
             .store(made, std::sync::atomic::Ordering::SeqCst);
@@ -96,9 +101,16 @@ impl RunJournal {
     }
 
     /// The own journal `run` of a run of the code with digest `code` that did not end, which
-    /// this run continues (it took it over).
-    pub fn continuing(store: Store, code: &str, run: &str, lease: Duration) -> Arc<Self> {
-        let journal = Self::at(store, code, Home::Run(run.to_owned()), lease);
+    /// this run continues (it took it over with the token `owner`).
+    pub fn continuing(
+        store: Store,
+        code: &str,
+        run: &str,
+        lease: Duration,
+        owner: &str,
+    ) -> Arc<Self> {
+        let home = Home::Run(run.to_owned(), owner.to_owned());
+        let journal = Self::at(store, code, home, lease);
         journal
             .made
             .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -134,7 +146,7 @@ impl RunJournal {
         let until_ms = self.store.state().now_ms() + self.lease.as_millis() as u64;
         let home = self.home.lock().await;
         let found = match &*home {
-            Home::Run(run) => {
+            Home::Run(run, owner) => {
                 use std::sync::atomic::Ordering;
                 // Made once, at the first claim: a record gone later was taken over, and is
                 // never made again by this run.
@@ -146,7 +158,7 @@ impl RunJournal {
                     }
                     if !self
                         .store
-                        .start_run(run, &self.code, Vec::new(), until_ms)
+                        .start_run(run, owner, &self.code, Vec::new(), until_ms)
                         .await?
                     {
                         return Ok(Found::Full);
@@ -154,7 +166,7 @@ impl RunJournal {
                     self.made.store(true, Ordering::SeqCst);
                 }
                 self.store
-                    .claim_in_run(run, &self.code, &key, until_ms, self.began)
+                    .claim_in_run(run, owner, &self.code, &key, until_ms, self.began)
                     .await?
             }
             Home::Chain => {
@@ -178,7 +190,7 @@ impl RunJournal {
 
     async fn settle(&self, key: &Key, fate: Option<Fate>) -> Result<(), StateError> {
         match &*self.home.lock().await {
-            Home::Run(run) => self.store.settle_in_run(run, key, fate).await,
+            Home::Run(run, owner) => self.store.settle_in_run(run, owner, key, fate).await,
             Home::Chain => self.store.settle(&self.code, key, fate).await,
         }
     }
@@ -189,11 +201,11 @@ impl RunJournal {
     /// did); an error past the store's bounds.
     pub async fn publish(&self, caller: &Caller) -> Result<(), StoreError> {
         let mut home = self.home.lock().await;
-        let Home::Run(run) = &*home else {
+        let Home::Run(run, owner) = &*home else {
             return Ok(());
         };
         self.store
-            .publish_run(caller, &self.code, run, true)
+            .publish_run(caller, &self.code, run, owner, true)
             .await?;
         *home = Home::Chain;
         Ok(())
@@ -203,7 +215,7 @@ impl RunJournal {
     pub async fn snapshot(&self) -> Result<Vec<Sent>, StateError> {
         self.settled().await;
         match &*self.home.lock().await {
-            Home::Run(run) => self.store.run_snapshot(run).await,
+            Home::Run(run, _) => self.store.run_snapshot(run).await,
             Home::Chain => self.store.snapshot(&self.code).await,
         }
     }
@@ -219,7 +231,7 @@ impl RunJournal {
     pub async fn finish(&self) -> Result<(), StateError> {
         self.settled().await;
         match &*self.home.lock().await {
-            Home::Run(run) => self.store.finish_run(&self.code, run).await,
+            Home::Run(run, owner) => self.store.finish_run(&self.code, run, owner).await,
             Home::Chain => Ok(()),
         }
     }
@@ -232,8 +244,8 @@ impl RunJournal {
         if let Some(runtime) = &self.runtime {
             runtime.spawn(async move {
                 journal.settled().await;
-                if let Home::Run(run) = &*journal.home.lock().await
-                    && let Err(error) = journal.store.abandon_run(run).await
+                if let Home::Run(run, owner) = &*journal.home.lock().await
+                    && let Err(error) = journal.store.abandon_run(&journal.code, run, owner).await
                 {
                     tracing::warn!(%error, "a run cut short could not be left for the next");
                 }
@@ -310,7 +322,7 @@ mod tests {
     async fn a_claim_released_after_its_journal_became_the_chain_is_released_there() {
         let store = Store::new(StateStore::memory("t"));
         let caller = Caller::new(b"k", CallerParts::default());
-        let run = RunJournal::own(store.clone(), "code", Vec::new(), LEASE)
+        let run = RunJournal::own(store.clone(), "code", Vec::new(), LEASE, "owner")
             .await
             .unwrap();
         let Found::New(claimed) = run.claim(key("w")).await.unwrap() else {

@@ -169,6 +169,15 @@ impl Journal {
         Lookup::New
     }
 
+    /// Its writes whose fate is unknown (they may have been sent, with no answer back).
+    pub fn unknown(&self) -> Vec<Sent> {
+        self.entries
+            .iter()
+            .filter(|e| matches!(e.fate, Fate::Unknown(_)))
+            .cloned()
+            .collect()
+    }
+
     /// Its writes, and its claims in flight.
     pub fn parts(&self) -> (Vec<Sent>, Vec<Hold>) {
         (self.entries.clone(), self.in_flight.clone())
@@ -177,6 +186,20 @@ impl Journal {
     /// Claims a write [`Journal::lookup`] found new.
     pub fn hold(&mut self, hold: Hold) {
         self.in_flight.push(hold);
+    }
+
+    /// Adds the entries of `others` it does not have, all of them or none: false when they
+    /// would pass its bound.
+    pub fn merge_all(&mut self, others: Vec<Sent>) -> bool {
+        let new = others
+            .iter()
+            .filter(|sent| self.find(&sent.key).is_none())
+            .count();
+        if self.entries.len() + new > MAX_JOURNAL_ENTRIES {
+            return false;
+        }
+        self.merge(others);
+        true
     }
 
     /// Adds the entries of `others` it does not have (a chain's journal met another copy).

@@ -160,8 +160,11 @@ impl Approvals {
             ))
         };
         let until_ms = store.state().now_ms() + lease.as_millis() as u64;
+        // The token this run owns its journal with (its own, or one it takes over).
+        let owner = super::random_hex(12)
+            .ok_or_else(|| RoundError("no randomness for a run's token".into()))?;
         let took = match store
-            .take_over_unfinished(digest, until_ms, TURN_WAIT)
+            .take_over_unfinished(digest, &owner, until_ms, TURN_WAIT)
             .await
             .map_err(|e| unavailable(&e))?
         {
@@ -213,7 +216,7 @@ impl Approvals {
                     // The run taken over joins the chain this run continues.
                     if let Some(run) = &took {
                         store
-                            .publish_run(caller, digest, run, false)
+                            .publish_run(caller, digest, run, &owner, false)
                             .await
                             .map_err(|e| unavailable(&e))?;
                     }
@@ -228,13 +231,13 @@ impl Approvals {
             Some(run) => {
                 if !entries.is_empty() {
                     store
-                        .merge_into_run(&run, entries)
+                        .merge_into_run(&run, &owner, entries)
                         .await
                         .map_err(|e| unavailable(&e))?;
                 }
-                Ok(RunJournal::continuing(store, digest, &run, lease))
+                Ok(RunJournal::continuing(store, digest, &run, lease, &owner))
             }
-            None => RunJournal::own(store, digest, entries, lease)
+            None => RunJournal::own(store, digest, entries, lease, &owner)
                 .await
                 .map_err(|e| unavailable(&e)),
         }

@@ -4,16 +4,17 @@
 //! hour, and no run of the code sends them again without saying so. A run that did not end
 //! (its replica stopped, its call was cancelled, the shutdown grace cut it off) stays: the
 //! next run takes it over in one atomic step, and continues it (a write it sent is answered
-//! with its response, one it may have sent is refused). A replica that lost touch with the
-//! store during a run claims nothing more for it, and a record taken over is never made
-//! again by the run that lost it.
+//! with its response, one it may have sent is refused). Only the run that owns a record (a
+//! random token, handed over with the record) changes or removes it. A replica that lost
+//! touch with the store during a run claims nothing more for it, and a record gone is never
+//! made again by the run that lost it.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::caller::Caller;
-use super::journal::{Fate, Journal, Key, Lookup, MAX_JOURNAL_ENTRIES, Sent};
+use super::journal::{Fate, Journal, Key, Lookup, Sent};
 use super::store::{CHAIN_LIFETIME, Journaled, Store, StoreError};
 use crate::state::{Change, StateError};
 
@@ -21,8 +22,12 @@ use crate::state::{Change, StateError};
 /// more is refused.
 const MAX_RUNS_PER_CODE: usize = 64;
 
-/// Codes with writes of unknown fate remembered at most, in all; past it a run's such writes
-/// are not remembered (a warning says so).
+/// Runs unfinished at once in all (their own records); past it, a write of one more is
+/// refused.
+const MAX_RUNS: usize = 50_000;
+
+/// Codes with writes of unknown fate remembered at most, in all; past it (or past a code's
+/// journal bound) a run's such writes are left for the next run to take over instead.
 const MAX_UNCERTAIN_CODES: usize = 10_000;
 
 /// One run's own journal as stored.
@@ -33,6 +38,9 @@ pub(super) struct Run {
     replica: String,
     /// When it has certainly ended.
     until_ms: u64,
+    /// The run that owns it (a random token): only it changes the record (a run that took it
+    /// over owns it then).
+    owner: String,
 }
 
 impl Journaled for Run {
@@ -42,6 +50,10 @@ impl Journaled for Run {
 
     fn when_gone() -> Option<Self> {
         None
+    }
+
+    fn owner(&self) -> Option<&str> {
+        Some(&self.owner)
     }
 }
 
@@ -69,11 +81,13 @@ fn uncertain_key(code: &str) -> String {
 }
 
 impl Store {
-    /// Starts run `run`'s own journal (of the code with digest `code`) with `entries`; false
-    /// when the code has as many runs unfinished as it may.
+    /// Starts run `run`'s own journal (of the code with digest `code`, owned by `owner`)
+    /// with `entries`; false when the code, or the deployment, has as many runs unfinished as
+    /// it may.
     pub async fn start_run(
         &self,
         run: &str,
+        owner: &str,
         code: &str,
         entries: Vec<Sent>,
         until_ms: u64,
@@ -85,10 +99,19 @@ impl Store {
         {
             return Ok(false);
         }
+        if !self
+            .state
+            .admit("runs", run, CHAIN_LIFETIME, MAX_RUNS)
+            .await?
+        {
+            self.state.dismiss(&runs_of(code), run).await?;
+            return Ok(false);
+        }
         let record = Run {
             journal: Journal::new(entries),
             replica: self.state.replica().to_owned(),
             until_ms,
+            owner: owner.to_owned(),
         };
         let text =
             serde_json::to_string(&record).map_err(|e| StateError::Unreadable(e.to_string()))?;
@@ -97,28 +120,35 @@ impl Store {
             .await
     }
 
-    /// Claims `key` in run `run`'s own journal (of the code with digest `code`, begun at
-    /// `since`): gone means another replica took the run over.
+    /// Claims `key` in run `run`'s own journal (owned by `owner`; of the code with digest
+    /// `code`, begun at `since`): gone, or owned by another, means another run took it over.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one claim's parts; a struct would only rename them"
+    )]
     pub async fn claim_in_run(
         &self,
         run: &str,
+        owner: &str,
         code: &str,
         key: &Key,
         until_ms: u64,
         since: tokio::time::Instant,
     ) -> Result<Lookup, StateError> {
-        self.claim_in::<Run>(&run_key(run), code, key, until_ms, since)
+        self.claim_in::<Run>(&run_key(run), Some(owner), code, key, until_ms, since)
             .await
     }
 
-    /// Ends a claim of run `run`'s own journal (nothing, if another replica took it over).
+    /// Ends a claim of run `run`'s own journal (nothing, if another run took it over).
     pub async fn settle_in_run(
         &self,
         run: &str,
+        owner: &str,
         key: &Key,
         fate: Option<Fate>,
     ) -> Result<(), StateError> {
-        self.settle_in::<Run>(&run_key(run), key, fate).await
+        self.settle_in::<Run>(&run_key(run), Some(owner), key, fate)
+            .await
     }
 
     /// Run `run`'s own journal as the next round gets it.
@@ -127,82 +157,121 @@ impl Store {
         Ok(held.map(|r| r.journal.snapshot()).unwrap_or_default())
     }
 
-    /// Adds `entries` to run `run`'s own journal.
-    pub async fn merge_into_run(&self, run: &str, entries: Vec<Sent>) -> Result<(), StateError> {
+    /// Adds `entries` to run `run`'s own journal, if `owner` owns it.
+    pub async fn merge_into_run(
+        &self,
+        run: &str,
+        owner: &str,
+        entries: Vec<Sent>,
+    ) -> Result<(), StateError> {
         self.state
             .update::<Run, ()>(&run_key(run), CHAIN_LIFETIME, |held| match held {
-                Some(mut held) => {
+                Some(mut held) if held.owner == owner => {
                     held.journal.merge(entries.clone());
                     Change::Write(held, ())
                 }
-                None => Change::Keep(()),
+                _ => Change::Keep(()),
             })
             .await
     }
 
-    /// Moves run `run`'s own journal into the chain of `code`, made if it has none (within
-    /// the bounds, waiting for a question when `waiting`): the writes it recorded, and its
-    /// claims still in flight, which are then settled in the chain.
+    /// Moves run `run`'s own journal (if `owner` owns it) into the chain of `code`, made if
+    /// it has none (within the bounds, waiting for a question when `waiting`): the writes it
+    /// recorded, and its claims still in flight, which are then settled in the chain.
     pub async fn publish_run(
         &self,
         caller: &Caller,
         code: &str,
         run: &str,
+        owner: &str,
         waiting: bool,
     ) -> Result<(), StoreError> {
-        let held: Option<Run> = self.state.read(&run_key(run)).await?;
-        let (entries, holds) = held.map(|r| r.journal.parts()).unwrap_or_default();
+        let Some(held) = self.owned(run, owner).await? else {
+            return Ok(());
+        };
+        let (entries, holds) = held.journal.parts();
         self.publish(caller, code, entries, waiting).await?;
         for hold in holds {
             self.hold(code, hold).await?;
         }
         // Moved, not ended: nothing of it stays behind to be taken over.
-        self.state.take(&run_key(run)).await?;
-        self.state.dismiss(&runs_of(code), run).await?;
+        self.remove_run(code, run, owner).await?;
         Ok(())
     }
 
-    /// Run `run` of the code with digest `code` ended: its own journal goes; its writes whose
-    /// fate is unknown are remembered, for no run of the code to send again.
-    pub async fn finish_run(&self, code: &str, run: &str) -> Result<(), StateError> {
-        if let Some(mut held) = self.state.read::<Run>(&run_key(run)).await? {
-            held.journal.expire_holds(&|_| true);
-            let unknown: Vec<Sent> = held
-                .journal
-                .snapshot()
-                .into_iter()
-                .filter(|sent| matches!(sent.fate, Fate::Unknown(_)))
-                .collect();
-            if !unknown.is_empty() {
-                self.remember_uncertain(code, unknown).await?;
-            }
+    /// Run `run` of the code with digest `code` ended: its own journal goes (if `owner`
+    /// still owns it); its writes whose fate is unknown are remembered, for no run of the
+    /// code to send again. A run whose such writes cannot be remembered (past the bounds) is
+    /// left instead for the next run to take over whole.
+    pub async fn finish_run(&self, code: &str, run: &str, owner: &str) -> Result<(), StateError> {
+        let Some(mut held) = self.owned(run, owner).await? else {
+            return Ok(());
+        };
+        held.journal.expire_holds(&|_| true);
+        let unknown = held.journal.unknown();
+        if !unknown.is_empty() && !self.remember_uncertain(code, unknown).await? {
+            tracing::warn!(
+                "writes that may have been sent are past what sdkbox remembers: the run is left \
+                 for the next run of its code to take over"
+            );
+            return self.abandon_run(code, run, owner).await;
         }
-        self.state.take(&run_key(run)).await?;
-        self.state.dismiss(&runs_of(code), run).await
+        self.remove_run(code, run, owner).await
     }
 
     /// Run `run` did not end (its call was cancelled, or the server stopped it): the next run
-    /// of its code takes it over at once.
-    pub async fn abandon_run(&self, run: &str) -> Result<(), StateError> {
-        self.state
-            .update::<Run, ()>(&run_key(run), CHAIN_LIFETIME, |held| match held {
-                Some(mut held) => {
+    /// of its code takes it over at once. Only the run that owns the record does this.
+    pub async fn abandon_run(&self, code: &str, run: &str, owner: &str) -> Result<(), StateError> {
+        let abandoned = self
+            .state
+            .update::<Run, bool>(&run_key(run), CHAIN_LIFETIME, |held| match held {
+                Some(mut held) if held.owner == owner => {
                     held.until_ms = 0;
-                    Change::Write(held, ())
+                    Change::Write(held, true)
                 }
-                None => Change::Keep(()),
+                _ => Change::Keep(false),
             })
-            .await
+            .await?;
+        if abandoned {
+            // Listed for as long as the record lives.
+            self.state
+                .admit(&runs_of(code), run, CHAIN_LIFETIME, usize::MAX)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Run `run`'s record, if `owner` still owns it.
+    async fn owned(&self, run: &str, owner: &str) -> Result<Option<Run>, StateError> {
+        let held: Option<Run> = self.state.read(&run_key(run)).await?;
+        Ok(held.filter(|held| held.owner == owner))
+    }
+
+    /// Removes run `run`'s record if `owner` still owns it.
+    async fn remove_run(&self, code: &str, run: &str, owner: &str) -> Result<(), StateError> {
+        let removed = self
+            .state
+            .update::<Run, bool>(&run_key(run), CHAIN_LIFETIME, |held| match held {
+                Some(held) if held.owner == owner => Change::Delete(true),
+                _ => Change::Keep(false),
+            })
+            .await?;
+        if removed {
+            self.state.dismiss(&runs_of(code), run).await?;
+            self.state.dismiss("runs", run).await?;
+        }
+        Ok(())
     }
 
     /// Takes over the run of the code with digest `code` that did not end (its replica
     /// stopped, its time is up, or it was abandoned), if there is one, in one atomic step (of
-    /// two runs that find it, one continues it; the other then finds it going), for this
-    /// replica until `until_ms`; any other such run's writes join it. A run of the code still
-    /// going is waited for, up to `wait`.
+    /// two runs that find it, one continues it; the other then finds it going), for `owner`
+    /// on this replica until `until_ms`; any other such run's writes join it. A run of the
+    /// code still going is waited for, up to `wait`.
     pub async fn take_over_unfinished(
         &self,
         code: &str,
+        owner: &str,
         until_ms: u64,
         wait: Duration,
     ) -> Result<Takeover, StateError> {
@@ -214,15 +283,17 @@ impl Store {
                 let Some((first, others)) = stopped.split_first() else {
                     return Ok(Takeover::Nothing);
                 };
-                if self.take_run(first, &dead, until_ms).await? {
+                if self.take_run(code, first, owner, &dead, until_ms).await? {
                     for other in others {
                         if let Some(text) = self.state.take(&run_key(other)).await? {
                             let mut held: Run = serde_json::from_str(&text)
                                 .map_err(|e| StateError::Unreadable(format!("run {other}: {e}")))?;
                             held.journal.expire_holds(&|_| true);
-                            self.merge_into_run(first, held.journal.snapshot()).await?;
+                            self.merge_into_run(first, owner, held.journal.snapshot())
+                                .await?;
                         }
                         self.state.dismiss(&runs_of(code), other).await?;
+                        self.state.dismiss("runs", other).await?;
                     }
                     return Ok(Takeover::Took(first.clone()));
                 }
@@ -237,27 +308,39 @@ impl Store {
         }
     }
 
-    /// Makes run `run` this replica's, if it is still stopped (`dead` replicas' or past its
-    /// time): its claims in flight become writes that may have been sent.
+    /// Makes run `run` (of the code with digest `code`) this replica's and `owner`'s, if it
+    /// is still stopped (`dead` replicas' or past its time): its claims in flight become
+    /// writes that may have been sent.
     async fn take_run(
         &self,
+        code: &str,
         run: &str,
+        owner: &str,
         dead: &[String],
         until_ms: u64,
     ) -> Result<bool, StateError> {
         let now = self.state.now_ms();
         let replica = self.state.replica().to_owned();
-        self.state
+        let took = self
+            .state
             .update::<Run, bool>(&run_key(run), CHAIN_LIFETIME, |held| match held {
                 Some(mut held) if held.until_ms <= now || dead.contains(&held.replica) => {
                     held.journal.expire_holds(&|_| true);
                     held.replica = replica.clone();
                     held.until_ms = until_ms;
+                    held.owner = owner.to_owned();
                     Change::Write(held, true)
                 }
                 _ => Change::Keep(false),
             })
-            .await
+            .await?;
+        if took {
+            // Listed for as long as the record lives.
+            self.state
+                .admit(&runs_of(code), run, CHAIN_LIFETIME, usize::MAX)
+                .await?;
+        }
+        Ok(took)
     }
 
     /// Whether a run of `code` is going on, the runs of it that stopped unfinished, and the
@@ -282,42 +365,47 @@ impl Store {
         Ok((going, stopped, dead))
     }
 
-    /// What a finished run of the code with digest `code` left about `key`: a write of it
-    /// that may have been sent (exactly, or at its place with other bytes).
+    /// What earlier runs of the code with digest `code` left about `key`: a write that may
+    /// have been sent (exactly, or at its place with other bytes), by a finished run or in
+    /// the code's chain.
     pub(super) async fn uncertain_lookup(
         &self,
         code: &str,
         key: &Key,
     ) -> Result<Option<Lookup>, StateError> {
-        let Some(entries) = self.state.read::<Vec<Sent>>(&uncertain_key(code)).await? else {
-            return Ok(None);
-        };
+        let mut entries = self
+            .state
+            .read::<Vec<Sent>>(&uncertain_key(code))
+            .await?
+            .unwrap_or_default();
+        entries.extend(self.chain_unknown(code).await?);
         Ok(match Journal::new(entries).lookup(key) {
             found @ (Lookup::Sent(_) | Lookup::SentOtherwise(_)) => Some(found),
             _ => None,
         })
     }
 
-    /// Remembers writes of the code with digest `code` that may have been sent, for an hour.
-    async fn remember_uncertain(&self, code: &str, unknown: Vec<Sent>) -> Result<(), StateError> {
+    /// Remembers writes of the code with digest `code` that may have been sent, for an hour;
+    /// false (nothing remembered) past the bounds.
+    pub(super) async fn remember_uncertain(
+        &self,
+        code: &str,
+        unknown: Vec<Sent>,
+    ) -> Result<bool, StateError> {
         if !self
             .state
             .admit("uncertain", code, CHAIN_LIFETIME, MAX_UNCERTAIN_CODES)
             .await?
         {
-            tracing::warn!(
-                "writes that may have been sent cannot be remembered: as many codes' are kept \
-                 as sdkbox keeps; a later run of the same code may send them again"
-            );
-            return Ok(());
+            return Ok(false);
         }
         self.state
-            .update::<Vec<Sent>, ()>(&uncertain_key(code), CHAIN_LIFETIME, |kept| {
+            .update::<Vec<Sent>, bool>(&uncertain_key(code), CHAIN_LIFETIME, |kept| {
                 let mut journal = Journal::new(kept.unwrap_or_default());
-                journal.merge(unknown.clone());
-                let (mut entries, _) = journal.parts();
-                entries.truncate(MAX_JOURNAL_ENTRIES);
-                Change::Write(entries, ())
+                match journal.merge_all(unknown.clone()) {
+                    true => Change::Write(journal.parts().0, true),
+                    false => Change::Keep(false),
+                }
             })
             .await
     }
@@ -359,10 +447,10 @@ mod tests {
         Store::new(other)
     }
 
-    async fn take_over(store: &Store, code: &str) -> Takeover {
+    async fn take_over(store: &Store, code: &str, owner: &str) -> Takeover {
         let until = store.state.now_ms() + LEASE.as_millis() as u64;
         store
-            .take_over_unfinished(code, until, SHORT)
+            .take_over_unfinished(code, owner, until, SHORT)
             .await
             .unwrap()
     }
@@ -371,7 +459,7 @@ mod tests {
     async fn a_run_whose_replica_stopped_is_taken_over_whole_once() {
         let state = StateStore::memory("t");
         let store = Store::new(state.clone());
-        let run = RunJournal::own(store.clone(), "code", Vec::new(), LEASE)
+        let run = RunJournal::own(store.clone(), "code", Vec::new(), LEASE, "first")
             .await
             .unwrap();
         let answered = Fate::Answered(ScriptResponse::ok_for_tests("{}"));
@@ -380,14 +468,20 @@ mod tests {
             .await;
         std::mem::forget(claimed(run.claim(key("in flight")).await.unwrap()));
         // Still going here: nothing to take over, and the next run waits for it.
-        assert!(matches!(take_over(&store, "code").await, Takeover::Going));
+        assert!(matches!(
+            take_over(&store, "code", "next").await,
+            Takeover::Going
+        ));
         // Its process stops; the next run elsewhere continues it, and only it does.
         let after = seen_elsewhere(&state, "code").await;
-        let Takeover::Took(taken) = take_over(&after, "code").await else {
+        let Takeover::Took(taken) = take_over(&after, "code", "next").await else {
             panic!("not taken over");
         };
-        assert!(matches!(take_over(&after, "code").await, Takeover::Going));
-        let next = RunJournal::continuing(after.clone(), "code", &taken, LEASE);
+        assert!(matches!(
+            take_over(&after, "code", "next").await,
+            Takeover::Going
+        ));
+        let next = RunJournal::continuing(after.clone(), "code", &taken, LEASE, "next");
         assert!(matches!(
             next.claim(key("in flight")).await.unwrap(),
             Found::Sent(Fate::Unknown(_))
@@ -400,8 +494,11 @@ mod tests {
         // It ends: the write of unknown fate is not sent by a later run of the code (which
         // is told so); a write that was answered is a later run's to send again.
         next.finish().await.unwrap();
-        assert!(matches!(take_over(&after, "code").await, Takeover::Nothing));
-        let later = RunJournal::own(after.clone(), "code", Vec::new(), LEASE)
+        assert!(matches!(
+            take_over(&after, "code", "next").await,
+            Takeover::Nothing
+        ));
+        let later = RunJournal::own(after.clone(), "code", Vec::new(), LEASE, "later")
             .await
             .unwrap();
         assert!(matches!(
@@ -424,12 +521,15 @@ mod tests {
     async fn runs_racing_to_take_over_a_stopped_run_continue_it_once() {
         let state = StateStore::memory("t");
         let store = Store::new(state.clone());
-        let run = RunJournal::own(store.clone(), "code", Vec::new(), LEASE)
+        let run = RunJournal::own(store.clone(), "code", Vec::new(), LEASE, "first")
             .await
             .unwrap();
         std::mem::forget(claimed(run.claim(key("in flight")).await.unwrap()));
         let after = seen_elsewhere(&state, "code").await;
-        let (a, b) = tokio::join!(take_over(&after, "code"), take_over(&after, "code"));
+        let (a, b) = tokio::join!(
+            take_over(&after, "code", "next"),
+            take_over(&after, "code", "next")
+        );
         let took = [&a, &b]
             .iter()
             .filter(|t| matches!(t, Takeover::Took(_)))
@@ -441,11 +541,11 @@ mod tests {
         else {
             panic!("none took it");
         };
-        RunJournal::continuing(after.clone(), "code", &run, LEASE)
+        RunJournal::continuing(after.clone(), "code", &run, LEASE, "next")
             .finish()
             .await
             .unwrap();
-        let fresh = RunJournal::own(after.clone(), "code", Vec::new(), LEASE)
+        let fresh = RunJournal::own(after.clone(), "code", Vec::new(), LEASE, "later")
             .await
             .unwrap();
         assert!(matches!(
@@ -455,9 +555,46 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_run_that_lost_its_record_to_another_changes_nothing_of_it() {
+        let store = Store::new(StateStore::memory("t"));
+        let first = RunJournal::own(store.clone(), "code", Vec::new(), LEASE, "first")
+            .await
+            .unwrap();
+        drop(claimed(first.claim(key("w1")).await.unwrap()));
+        first.abandon_later();
+        tokio::time::sleep(SHORT).await;
+        let Takeover::Took(run) = take_over(&store, "code", "second").await else {
+            panic!("not taken over");
+        };
+        // The first run comes back: it can neither claim, nor end, nor leave the record.
+        assert!(matches!(
+            first.claim(key("w2")).await.unwrap(),
+            Found::TakenOver
+        ));
+        first.finish().await.unwrap();
+        let second = RunJournal::continuing(store.clone(), "code", &run, LEASE, "second");
+        claimed(second.claim(key("w2")).await.unwrap())
+            .settle(Some(Fate::Unknown("lost".into())))
+            .await;
+        assert!(matches!(
+            take_over(&store, "code", "third").await,
+            Takeover::Going
+        ));
+        second.finish().await.unwrap();
+        // The second run's write of unknown fate is remembered for the runs after it.
+        let later = RunJournal::own(store.clone(), "code", Vec::new(), LEASE, "later")
+            .await
+            .unwrap();
+        assert!(matches!(
+            later.claim(key("w2")).await.unwrap(),
+            Found::Sent(Fate::Unknown(_))
+        ));
+    }
+
+    #[tokio::test]
     async fn a_run_cut_short_is_taken_over_at_once_and_one_that_ended_leaves_nothing() {
         let store = Store::new(StateStore::memory("t"));
-        let cut = RunJournal::own(store.clone(), "cut", Vec::new(), LEASE)
+        let cut = RunJournal::own(store.clone(), "cut", Vec::new(), LEASE, "cut")
             .await
             .unwrap();
         claimed(cut.claim(key("w")).await.unwrap())
@@ -465,9 +602,12 @@ mod tests {
             .await;
         cut.abandon_later();
         tokio::time::sleep(SHORT).await;
-        assert!(matches!(take_over(&store, "cut").await, Takeover::Took(_)));
+        assert!(matches!(
+            take_over(&store, "cut", "next").await,
+            Takeover::Took(_)
+        ));
 
-        let ended = RunJournal::own(store.clone(), "ended", Vec::new(), LEASE)
+        let ended = RunJournal::own(store.clone(), "ended", Vec::new(), LEASE, "ended")
             .await
             .unwrap();
         claimed(ended.claim(key("w")).await.unwrap())
@@ -478,7 +618,7 @@ mod tests {
             .await;
         ended.finish().await.unwrap();
         assert!(matches!(
-            take_over(&store, "ended").await,
+            take_over(&store, "ended", "next").await,
             Takeover::Nothing
         ));
         assert!(

@@ -89,6 +89,8 @@ pub(super) trait Journaled: Serialize + serde::de::DeserializeOwned + Default {
     /// expired, or was dropped finished), a run's own record is not made again (another
     /// replica took the run over).
     fn when_gone() -> Option<Self>;
+    /// Who may change it: the run that owns it (a run's own record), anyone (a chain).
+    fn owner(&self) -> Option<&str>;
 }
 
 impl Journaled for Chain {
@@ -98,6 +100,10 @@ impl Journaled for Chain {
 
     fn when_gone() -> Option<Self> {
         Some(Self::default())
+    }
+
+    fn owner(&self) -> Option<&str> {
+        None
     }
 }
 
@@ -311,27 +317,31 @@ impl Store {
         until_ms: u64,
         since: tokio::time::Instant,
     ) -> Result<Lookup, StateError> {
-        self.claim_in::<Chain>(&chain_key(code), code, key, until_ms, since)
+        self.claim_in::<Chain>(&chain_key(code), None, code, key, until_ms, since)
             .await
     }
 
-    /// Claims `key` in the journal `record` of a run of the code with digest `code` that
-    /// began at `since` (see [`Store::claim`]); a write a finished run of the code may have
-    /// sent is answered with that.
+    /// Claims `key` in the journal `record` (owned by `owner`, if a run's own) of a run of
+    /// the code with digest `code` that began at `since` (see [`Store::claim`]); a write a
+    /// finished run of the code may have sent is answered with that.
     pub(super) async fn claim_in<T: Journaled>(
         &self,
         record: &str,
+        owner: Option<&str>,
         code: &str,
         key: &Key,
         until_ms: u64,
         since: tokio::time::Instant,
     ) -> Result<Lookup, StateError> {
-        if !self.state.in_touch_since(since) {
-            return Err(StateError::Unavailable(
+        let out_of_touch = || {
+            StateError::Unavailable(
                 "this server lost touch with it during this run, and another server may have \
                  taken the run over or run the code again"
                     .into(),
-            ));
+            )
+        };
+        if !self.state.in_touch_since(since) {
+            return Err(out_of_touch());
         }
         if let Some(found) = self.uncertain_lookup(code, key).await? {
             return Ok(found);
@@ -345,11 +355,20 @@ impl Store {
         }
         let now = self.state.now_ms();
         let replica = self.state.replica().to_owned();
-        self.state
-            .update::<T, Lookup>(record, CHAIN_LIFETIME, |held| {
+        let found = self
+            .state
+            .update::<T, Option<Lookup>>(record, CHAIN_LIFETIME, |held| {
+                // Checked again as the claim is written: the others must still count this
+                // replica alive then.
+                if !self.state.in_touch_since(since) {
+                    return Change::Keep(None);
+                }
                 let Some(mut held) = held.or_else(T::when_gone) else {
-                    return Change::Keep(Lookup::TakenOver);
+                    return Change::Keep(Some(Lookup::TakenOver));
                 };
+                if held.owner().is_some_and(|theirs| Some(theirs) != owner) {
+                    return Change::Keep(Some(Lookup::TakenOver));
+                }
                 let journal = held.journal();
                 journal
                     .expire_holds(&|hold| hold.until_ms <= now || stopped.contains(&hold.replica));
@@ -361,9 +380,10 @@ impl Store {
                         until_ms,
                     });
                 }
-                Change::Write(held, found)
+                Change::Write(held, Some(found))
             })
-            .await
+            .await?;
+        found.ok_or_else(out_of_touch)
     }
 
     /// Moves a claim a run made in its own journal into the chain of `code` (the run's
@@ -391,25 +411,38 @@ impl Store {
         key: &Key,
         fate: Option<Fate>,
     ) -> Result<(), StateError> {
-        self.settle_in::<Chain>(&chain_key(code), key, fate).await
+        self.settle_in::<Chain>(&chain_key(code), None, key, fate)
+            .await
     }
 
+    /// Ends a claim in the journal `record` (owned by `owner`, if a run's own): nothing, if
+    /// another run owns it now (it counts the write as maybe sent).
     pub(super) async fn settle_in<T: Journaled>(
         &self,
         record: &str,
+        owner: Option<&str>,
         key: &Key,
         fate: Option<Fate>,
     ) -> Result<(), StateError> {
         self.state
             .update::<T, ()>(record, CHAIN_LIFETIME, |held| {
                 let Some(mut held) = held.or_else(T::when_gone) else {
-                    // Taken over: the run that took it counts the write as maybe sent.
                     return Change::Keep(());
                 };
+                if held.owner().is_some_and(|theirs| Some(theirs) != owner) {
+                    return Change::Keep(());
+                }
                 held.journal().settle(key, fate.clone());
                 Change::Write(held, ())
             })
             .await
+    }
+
+    /// The writes of the chain of `code` recorded as maybe sent, if it has any (not those in
+    /// flight now: a run of the chain is sending them).
+    pub(super) async fn chain_unknown(&self, code: &str) -> Result<Vec<Sent>, StateError> {
+        let chain: Option<Chain> = self.state.read(&chain_key(code)).await?;
+        Ok(chain.map(|c| c.journal.unknown()).unwrap_or_default())
     }
 
     /// The journal of the chain of `code`, as the next round gets it.
@@ -483,6 +516,14 @@ impl Store {
             }
         }
         if let Some((_, code)) = oldest {
+            // Its writes that may have been sent stay remembered for the code's next runs.
+            if let Some(mut chain) = self.state.read::<Chain>(&chain_key(&code)).await? {
+                chain.journal.expire_holds(&|_| true);
+                let unknown = chain.journal.unknown();
+                if !unknown.is_empty() && !self.remember_uncertain(&code, unknown).await? {
+                    return Ok(made_room);
+                }
+            }
             self.state.take(&chain_key(&code)).await?;
             self.state.dismiss(&own, &code).await?;
             self.state.dismiss("chains", &code).await?;

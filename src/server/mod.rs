@@ -330,11 +330,15 @@ impl SdkboxServer {
         let step_up = read_only
             .filter(|_| round.gate().refused_a_write())
             .map(|(sign_in, signed_in)| sign_in.write_challenge(signed_in));
-        if self
+        let stopped_by_server = self
             .lifecycle
             .as_ref()
             .is_some_and(|lifecycle| lifecycle.stopping().is_cancelled())
-        {
+            && outcome
+                .error
+                .as_ref()
+                .is_some_and(|e| e.kind == crate::sandbox::ErrorKind::Cancelled);
+        if stopped_by_server {
             // Cut off by the shutdown grace: the next run of this code continues this one.
             round.abandon();
             let result = tools::execute_result(&outcome, self.provider.limits.max_output_bytes);

@@ -289,8 +289,11 @@ impl Redis {
             let sent = tokio::time::Instant::now();
             match self.put(&key, "1", ALIVE_FOR).await {
                 Ok(()) => {
+                    // Silence counts until this word arrived (a late one left the key expired
+                    // for a while), from when the last one was sent.
+                    let arrived = tokio::time::Instant::now();
                     let mut beats = crate::lock::lock(&self.beats);
-                    if beats.last_sent.is_some_and(|last| sent - last > TRUSTED) {
+                    if beats.last_sent.is_some_and(|last| arrived - last > TRUSTED) {
                         tracing::warn!(
                             "this replica's word of life did not reach the state store for a \
                              while: the runs it had going are refused their next writes"
