@@ -397,7 +397,7 @@ impl ProviderFile {
             ),
             None => None,
         };
-        if self.approval.state != "memory" && approval_key.is_none() {
+        if crate::state::is_shared(&self.approval.state) && approval_key.is_none() {
             return Err(ConfigError::Invalid(
                 "a shared state store (--state) needs --approval-key-env: the same key on every \
                  replica, which names the deployment's records and seals its approvals"

@@ -55,12 +55,8 @@ impl Dispatch for Follow {
     fn after(&mut self, attempt: Attempt) -> Pending<'_, ()> {
         Box::pin(async move {
             self.in_flight = None;
-            let reached = match attempt.reached {
-                Reached::Yes => "yes",
-                Reached::Unknown => "unknown",
-                Reached::No => "no",
-            };
-            metrics::counter!("sdkbox_write_attempts_total", "reached" => reached).increment(1);
+            metrics::counter!("sdkbox_write_attempts_total", "reached" => attempt.reached.as_str())
+                .increment(1);
             self.reached |= attempt.reached != Reached::No;
             self.last_error.clone_from(&attempt.error);
             if let Some((log, subject)) = &self.audit {

@@ -471,14 +471,9 @@ impl Gate {
         };
         if write || rule != Rule::Allow {
             let note = decision.note();
-            let rule = match note.rule {
-                Rule::Allow => "allow",
-                Rule::Approve => "approve",
-                Rule::Deny => "deny",
-            };
             metrics::counter!(
                 "sdkbox_request_decisions_total",
-                "rule" => rule,
+                "rule" => note.rule.as_str(),
                 "decision" => note.decision.as_str()
             )
             .increment(1);

@@ -80,6 +80,14 @@ fn uncertain_key(code: &str) -> String {
     format!("uncertain:{code}")
 }
 
+/// `found`, if it says the write may have been sent already.
+fn maybe_sent(found: Lookup) -> Option<Lookup> {
+    match found {
+        Lookup::Sent(_) | Lookup::SentOtherwise(_) => Some(found),
+        _ => None,
+    }
+}
+
 impl Store {
     /// Starts run `run`'s own journal (of the code with digest `code`, owned by `owner`)
     /// with `entries`; false when the code, or the deployment, has as many runs unfinished as
@@ -135,6 +143,12 @@ impl Store {
         until_ms: u64,
         since: tokio::time::Instant,
     ) -> Result<Lookup, StateError> {
+        // A write the code's chain recorded as maybe sent is not this run's to send either
+        // (a chain's own claims find it in the chain's journal).
+        let in_chain = Journal::new(self.chain_unknown(code).await?).lookup(key);
+        if let Some(found) = maybe_sent(in_chain) {
+            return Ok(found);
+        }
         self.claim_in::<Run>(&run_key(run), Some(owner), code, key, until_ms, since)
             .await
     }
@@ -233,12 +247,24 @@ impl Store {
             })
             .await?;
         if abandoned {
-            // Listed for as long as the record lives.
-            self.state
-                .admit(&runs_of(code), run, CHAIN_LIFETIME, usize::MAX)
-                .await?;
+            self.relist(code, run).await?;
         }
         Ok(())
+    }
+
+    /// Lists run `run` among the unfinished runs of `code` for as long as its record lives
+    /// (past the bound: it is listed already, and must stay so to be taken over).
+    async fn relist(&self, code: &str, run: &str) -> Result<(), StateError> {
+        self.state
+            .admit(&runs_of(code), run, CHAIN_LIFETIME, usize::MAX)
+            .await
+            .map(|_| ())
+    }
+
+    /// Takes run `run` off the lists of unfinished runs.
+    async fn unlist(&self, code: &str, run: &str) -> Result<(), StateError> {
+        self.state.dismiss(&runs_of(code), run).await?;
+        self.state.dismiss("runs", run).await
     }
 
     /// Run `run`'s record, if `owner` still owns it.
@@ -257,8 +283,7 @@ impl Store {
             })
             .await?;
         if removed {
-            self.state.dismiss(&runs_of(code), run).await?;
-            self.state.dismiss("runs", run).await?;
+            self.unlist(code, run).await?;
         }
         Ok(())
     }
@@ -285,15 +310,7 @@ impl Store {
                 };
                 if self.take_run(code, first, owner, &dead, until_ms).await? {
                     for other in others {
-                        if let Some(text) = self.state.take(&run_key(other)).await? {
-                            let mut held: Run = serde_json::from_str(&text)
-                                .map_err(|e| StateError::Unreadable(format!("run {other}: {e}")))?;
-                            held.journal.expire_holds(&|_| true);
-                            self.merge_into_run(first, owner, held.journal.snapshot())
-                                .await?;
-                        }
-                        self.state.dismiss(&runs_of(code), other).await?;
-                        self.state.dismiss("runs", other).await?;
+                        self.absorb(code, first, owner, other).await?;
                     }
                     return Ok(Takeover::Took(first.clone()));
                 }
@@ -306,6 +323,25 @@ impl Store {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(500));
         }
+    }
+
+    /// Moves the writes of stopped run `other` (its claims in flight as maybe sent) into run
+    /// `run`, owned by `owner`, which took over first; `other` goes.
+    async fn absorb(
+        &self,
+        code: &str,
+        run: &str,
+        owner: &str,
+        other: &str,
+    ) -> Result<(), StateError> {
+        if let Some(text) = self.state.take(&run_key(other)).await? {
+            let mut held: Run = serde_json::from_str(&text)
+                .map_err(|e| StateError::Unreadable(format!("run {other}: {e}")))?;
+            held.journal.expire_holds(&|_| true);
+            self.merge_into_run(run, owner, held.journal.snapshot())
+                .await?;
+        }
+        self.unlist(code, other).await
     }
 
     /// Makes run `run` (of the code with digest `code`) this replica's and `owner`'s, if it
@@ -335,10 +371,7 @@ impl Store {
             })
             .await?;
         if took {
-            // Listed for as long as the record lives.
-            self.state
-                .admit(&runs_of(code), run, CHAIN_LIFETIME, usize::MAX)
-                .await?;
+            self.relist(code, run).await?;
         }
         Ok(took)
     }
@@ -365,24 +398,17 @@ impl Store {
         Ok((going, stopped, dead))
     }
 
-    /// What earlier runs of the code with digest `code` left about `key`: a write that may
-    /// have been sent (exactly, or at its place with other bytes), by a finished run or in
-    /// the code's chain.
+    /// What finished runs of the code with digest `code` left about `key`: a write that may
+    /// have been sent (exactly, or at its place with other bytes).
     pub(super) async fn uncertain_lookup(
         &self,
         code: &str,
         key: &Key,
     ) -> Result<Option<Lookup>, StateError> {
-        let mut entries = self
-            .state
-            .read::<Vec<Sent>>(&uncertain_key(code))
-            .await?
-            .unwrap_or_default();
-        entries.extend(self.chain_unknown(code).await?);
-        Ok(match Journal::new(entries).lookup(key) {
-            found @ (Lookup::Sent(_) | Lookup::SentOtherwise(_)) => Some(found),
-            _ => None,
-        })
+        let remembered = self.state.read::<Vec<Sent>>(&uncertain_key(code)).await?;
+        Ok(maybe_sent(
+            Journal::new(remembered.unwrap_or_default()).lookup(key),
+        ))
     }
 
     /// Remembers writes of the code with digest `code` that may have been sent, for an hour;

@@ -211,7 +211,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
             })?;
             // Replicas sharing a state store share the links too, unless told otherwise.
             let state = &file.approval.state;
-            if !chosen && (state.starts_with("redis://") || state.starts_with("rediss://")) {
+            if !chosen && sdkbox::state::is_shared(state) {
                 settings.store = sdkbox::linking::StoreChoice::Redis(state.clone());
             }
             Some(std::sync::Arc::new(

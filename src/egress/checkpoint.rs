@@ -45,13 +45,20 @@ impl std::str::FromStr for Rule {
     }
 }
 
-impl std::fmt::Display for Rule {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+impl Rule {
+    /// The name policy files and metrics give it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
             Self::Allow => "allow",
             Self::Approve => "approve",
             Self::Deny => "deny",
-        })
+        }
+    }
+}
+
+impl std::fmt::Display for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -185,6 +192,17 @@ pub enum Reached {
     Unknown,
     /// It never left (the budget was used up, the connection was refused).
     No,
+}
+
+impl Reached {
+    /// The name logs and metrics give it, as serialised.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Yes => "yes",
+            Self::Unknown => "unknown",
+            Self::No => "no",
+        }
+    }
 }
 
 /// How one attempt ended.

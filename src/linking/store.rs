@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::settings::StoreChoice;
+use crate::state::{Redis, StateError};
 
 /// Why the store could not answer.
 #[derive(Debug, thiserror::Error)]
@@ -17,8 +18,8 @@ pub struct StoreError(pub String);
 pub enum Store {
     /// One JSON file, rewritten whole (atomically) on each change.
     File(FileStore),
-    /// A Redis server.
-    Redis(redis::aio::ConnectionManager),
+    /// A Redis server (the state store's client, on the link store's own keys).
+    Redis(Redis),
 }
 
 impl Store {
@@ -26,30 +27,7 @@ impl Store {
     pub async fn open(choice: &StoreChoice) -> Result<Self, StoreError> {
         match choice {
             StoreChoice::File(path) => Ok(Self::File(FileStore::open(path)?)),
-            StoreChoice::Redis(url) => {
-                let client = redis::Client::open(url.as_str())
-                    .map_err(|e| StoreError(format!("{}: {e}", redacted(url))))?;
-                let config = redis::aio::ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(Duration::from_secs(5)))
-                    .set_response_timeout(Some(Duration::from_secs(5)))
-                    .set_number_of_retries(2);
-                let manager = redis::aio::ConnectionManager::new_with_config(client, config)
-                    .await
-                    .map_err(|e| StoreError(format!("cannot reach {}: {e}", redacted(url))))?;
-                // Taking a record is GETDEL (Redis 6.2): fail at start, not at the first link.
-                let mut probe = manager.clone();
-                redis::cmd("GETDEL")
-                    .arg("sdkbox:probe")
-                    .query_async::<Option<String>>(&mut probe)
-                    .await
-                    .map_err(|e| {
-                        StoreError(format!(
-                            "{} cannot take records ({e}): the link store needs Redis 6.2 or later",
-                            redacted(url)
-                        ))
-                    })?;
-                Ok(Self::Redis(manager))
-            }
+            StoreChoice::Redis(url) => Ok(Self::Redis(Redis::connect(url).await.map_err(failed)?)),
         }
     }
 
@@ -57,14 +35,7 @@ impl Store {
     pub async fn get(&self, key: &str) -> Result<Option<String>, StoreError> {
         match self {
             Self::File(file) => Ok(file.get(key)),
-            Self::Redis(redis) => {
-                let mut redis = redis.clone();
-                redis::cmd("GET")
-                    .arg(key)
-                    .query_async(&mut redis)
-                    .await
-                    .map_err(failed)
-            }
+            Self::Redis(redis) => redis.get(key).await.map_err(failed),
         }
     }
 
@@ -75,17 +46,10 @@ impl Store {
         value: &str,
         ttl: Option<Duration>,
     ) -> Result<(), StoreError> {
-        match self {
-            Self::File(file) => file.put(key, value, ttl),
-            Self::Redis(redis) => {
-                let mut redis = redis.clone();
-                let mut command = redis::cmd("SET");
-                command.arg(key).arg(value);
-                if let Some(ttl) = ttl {
-                    command.arg("PX").arg(ttl.as_millis().max(1) as u64);
-                }
-                command.query_async::<()>(&mut redis).await.map_err(failed)
-            }
+        match (self, ttl) {
+            (Self::File(file), ttl) => file.put(key, value, ttl),
+            (Self::Redis(redis), Some(ttl)) => redis.put(key, value, ttl).await.map_err(failed),
+            (Self::Redis(redis), None) => redis.put_until_deleted(key, value).await.map_err(failed),
         }
     }
 
@@ -93,14 +57,7 @@ impl Store {
     pub async fn take(&self, key: &str) -> Result<Option<String>, StoreError> {
         match self {
             Self::File(file) => file.take(key),
-            Self::Redis(redis) => {
-                let mut redis = redis.clone();
-                redis::cmd("GETDEL")
-                    .arg(key)
-                    .query_async(&mut redis)
-                    .await
-                    .map_err(failed)
-            }
+            Self::Redis(redis) => redis.take(key).await.map_err(failed),
         }
     }
 
@@ -115,19 +72,7 @@ impl Store {
     pub async fn claim(&self, key: &str, value: &str, ttl: Duration) -> Result<bool, StoreError> {
         match self {
             Self::File(_) => Ok(true),
-            Self::Redis(redis) => {
-                let mut redis = redis.clone();
-                let set: Option<String> = redis::cmd("SET")
-                    .arg(key)
-                    .arg(value)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(ttl.as_millis().max(1) as u64)
-                    .query_async(&mut redis)
-                    .await
-                    .map_err(failed)?;
-                Ok(set.is_some())
-            }
+            Self::Redis(redis) => redis.put_new(key, value, ttl).await.map_err(failed),
         }
     }
 
@@ -135,34 +80,20 @@ impl Store {
     pub async fn release(&self, key: &str, value: &str) -> Result<(), StoreError> {
         match self {
             Self::File(_) => Ok(()),
-            Self::Redis(redis) => {
-                let mut redis = redis.clone();
-                redis::Script::new(
-                    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end",
-                )
-                .key(key)
-                .arg(value)
-                .invoke_async::<i64>(&mut redis)
+            Self::Redis(redis) => redis
+                .delete_if(key, value)
                 .await
                 .map(|_| ())
-                .map_err(failed)
-            }
+                .map_err(failed),
         }
     }
 }
 
-fn failed(error: redis::RedisError) -> StoreError {
-    StoreError(error.to_string())
-}
-
-/// `url` without its password.
-fn redacted(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            let _ = parsed.set_password(Some("***"));
-            parsed.to_string()
-        }
-        _ => url.to_owned(),
+/// What Redis said, without the state store's words (this is the link store).
+fn failed(error: StateError) -> StoreError {
+    match error {
+        StateError::Unavailable(why) | StateError::Unreadable(why) => StoreError(why),
+        other => StoreError(other.to_string()),
     }
 }
 

@@ -227,6 +227,11 @@ mod tests {
         life.run(Duration::from_secs(3), Duration::from_secs(30))
             .await;
         assert!(started.elapsed() < Duration::from_secs(4));
+        assert!(
+            started.elapsed() >= Duration::from_secs(3),
+            "served through the delay"
+        );
         assert!(!life.stopping().is_cancelled() || life.stopped().is_cancelled());
+        assert!(life.stopped().is_cancelled());
     }
 }

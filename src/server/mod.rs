@@ -288,10 +288,17 @@ impl SdkboxServer {
             .execute(&target, &input.code, &limits, cancel.clone())
             .await;
         cancel.cancel();
-        if let (Some(lifecycle), Some(error)) = (&self.lifecycle, outcome.error.as_mut())
-            && lifecycle.stopping().is_cancelled()
-            && error.kind == crate::sandbox::ErrorKind::Cancelled
-        {
+        // Cut off by the shutdown grace (not by its caller): the next run of this code
+        // continues this one.
+        let stopped_by_server = self
+            .lifecycle
+            .as_ref()
+            .is_some_and(|lifecycle| lifecycle.stopping().is_cancelled())
+            && outcome
+                .error
+                .as_ref()
+                .is_some_and(|e| e.kind == crate::sandbox::ErrorKind::Cancelled);
+        if stopped_by_server && let Some(error) = outcome.error.as_mut() {
             error.message = "the server was shutting down and its grace period ran out while \
                              this code ran, so it was stopped; writes it sent without an answer \
                              count as maybe sent and no re-run of this code sends them again. \
@@ -330,16 +337,7 @@ impl SdkboxServer {
         let step_up = read_only
             .filter(|_| round.gate().refused_a_write())
             .map(|(sign_in, signed_in)| sign_in.write_challenge(signed_in));
-        let stopped_by_server = self
-            .lifecycle
-            .as_ref()
-            .is_some_and(|lifecycle| lifecycle.stopping().is_cancelled())
-            && outcome
-                .error
-                .as_ref()
-                .is_some_and(|e| e.kind == crate::sandbox::ErrorKind::Cancelled);
         if stopped_by_server {
-            // Cut off by the shutdown grace: the next run of this code continues this one.
             round.abandon();
             let result = tools::execute_result(&outcome, self.provider.limits.max_output_bytes);
             return Ok(CallToolResponse::Complete(result));
@@ -603,22 +601,11 @@ fn outcome_of(response: &Result<CallToolResponse, ErrorData>) -> &'static str {
         .and_then(|c| c.get("error"))
         .and_then(|e| e.get("kind"))
         .and_then(|k| k.as_str());
-    match kind {
-        Some("syntax") => "syntax",
-        Some("type") => "type",
-        Some("runtime") => "runtime",
-        Some("timeout") => "timeout",
-        Some("memory") => "memory",
-        Some("stack") => "stack",
-        Some("cancelled") => "cancelled",
-        Some("pending") => "pending",
-        Some("busy") => "busy",
-        Some("crashed") => "crashed",
-        Some("internal") => "internal",
-        Some("limit") => "limit",
-        Some("link") => "link",
-        _ => "error",
-    }
+    crate::sandbox::ErrorKind::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .find(|name| Some(*name) == kind)
+        .unwrap_or("error")
 }
 
 /// Serves one MCP session over stdin and stdout until the client closes it.

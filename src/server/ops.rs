@@ -17,11 +17,34 @@ use serde_json::json;
 use super::Provider;
 use super::lifecycle::Lifecycle;
 
+/// How long one check of the state store answers readiness: probes (anyone may send them)
+/// cost the store one write and one read a second at most, however many arrive.
+const STORE_CHECK_LIFETIME: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What the probes read.
 struct Probed {
     provider: Arc<Provider>,
     lifecycle: Lifecycle,
     metrics: Option<PrometheusHandle>,
+    /// The last check of the state store: when, and what it found. Probes that arrive while
+    /// one checks wait for its answer.
+    store_checked: tokio::sync::Mutex<Option<(tokio::time::Instant, Result<(), String>)>>,
+}
+
+impl Probed {
+    /// Whether the state store takes and keeps records, checked once a second at most.
+    async fn store(&self) -> Result<(), String> {
+        let mut checked = self.store_checked.lock().await;
+        if let Some((at, found)) = &*checked
+            && at.elapsed() < STORE_CHECK_LIFETIME
+        {
+            return found.clone();
+        }
+        let state = self.provider.approvals.state();
+        let found = state.ping().await.map_err(|error| error.to_string());
+        *checked = Some((tokio::time::Instant::now(), found.clone()));
+        found
+    }
 }
 
 /// The routes: `/healthz`, `/readyz`, and `/metrics` when a recorder is installed.
@@ -34,6 +57,7 @@ pub fn routes(
         provider,
         lifecycle,
         metrics,
+        store_checked: tokio::sync::Mutex::new(None),
     });
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
@@ -48,11 +72,11 @@ async fn ready(State(probed): State<Arc<Probed>>) -> Response {
         why.push("draining: the server is shutting down".to_owned());
     }
     let state = probed.provider.approvals.state();
-    let store = match state.ping().await {
+    let store = match probed.store().await {
         Ok(()) => "ok".to_owned(),
         Err(error) => {
-            why.push(error.to_string());
-            error.to_string()
+            why.push(error.clone());
+            error
         }
     };
     let workers = probed.provider.pool.workers_alive();

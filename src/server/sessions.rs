@@ -37,7 +37,14 @@ struct Activity {
     last: Instant,
     /// Requests it has in flight.
     in_flight: usize,
+    /// When its records in the store were last kept alive (see [`BoundedSessions::keep`]).
+    kept: Option<Instant>,
 }
+
+/// A session's records in the store are kept alive at most once per this share of its idle
+/// time, and then for its idle time and this share more: they outlive its last request by
+/// its idle time at least, for a store operation a few minutes instead of one a request.
+const KEEP_EVERY: u32 = 10;
 
 /// Sessions, at most `max` at once.
 pub struct BoundedSessions {
@@ -135,21 +142,39 @@ impl BoundedSessions {
             Activity {
                 last: Instant::now(),
                 in_flight: 0,
+                kept: None,
             },
         );
     }
 
-    /// Keeps a session's records alive in the store (who opened it, and its `initialize` for
-    /// other replicas): it was used.
+    /// Keeps a session's records alive in the store (who opened it, and its `initialize` and
+    /// its place among the sessions counted, for other replicas): it was used. Done once per
+    /// [`KEEP_EVERY`]th of the idle time at most.
     async fn keep(&self, id: &SessionId) {
-        let mut keys = vec![shared_sessions::owner_key(id)];
-        if self.state.shared() {
-            keys.push(format!("session:{id}"));
+        let now = Instant::now();
+        let every = self.idle / KEEP_EVERY;
+        let due = lock(&self.activity)
+            .get(id)
+            .is_none_or(|a| a.kept.is_none_or(|kept| now - kept >= every));
+        if !due {
+            return;
         }
-        for key in keys {
-            if let Err(error) = self.state.expire(&key, self.idle).await {
-                tracing::warn!(%error, "a session's record could not be kept alive");
+        let ttl = self.idle + every;
+        let mut kept = self
+            .state
+            .expire(&shared_sessions::owner_key(id), ttl)
+            .await
+            .map(|_| ());
+        if self.state.shared() && kept.is_ok() {
+            kept = shared_sessions::keep(&self.state, id, ttl).await;
+        }
+        match kept {
+            Ok(()) => {
+                if let Some(activity) = lock(&self.activity).get_mut(id) {
+                    activity.kept = Some(now);
+                }
             }
+            Err(error) => tracing::warn!(%error, "a session's record could not be kept alive"),
         }
     }
 
@@ -322,6 +347,27 @@ impl SessionManager for BoundedSessions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_used_sessions_records_outlive_its_last_request_by_its_idle_time() {
+        let idle = Duration::from_secs(100);
+        let state = StateStore::memory("t");
+        let sessions = BoundedSessions::new(3, idle, state.clone());
+        let (id, _transport) = sessions.create_session().await.unwrap();
+        let owner = shared_sessions::owner_key(&id);
+        state.put(&owner, "someone", idle).await.unwrap();
+        // Requests every few seconds renew the records once in a while, not each time.
+        for _ in 0..30 {
+            sessions.keep(&id).await;
+            tokio::time::advance(Duration::from_secs(3)).await;
+        }
+        sessions.keep(&id).await;
+        // 90 s on, with a request just now: alive an idle time from now, gone after.
+        tokio::time::advance(idle - Duration::from_secs(1)).await;
+        assert!(state.get(&owner).await.unwrap().is_some(), "expired early");
+        tokio::time::advance(idle / KEEP_EVERY + Duration::from_secs(2)).await;
+        assert!(state.get(&owner).await.unwrap().is_none(), "kept too long");
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn sessions_made_at_once_keep_to_the_cap() {

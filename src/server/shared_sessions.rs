@@ -19,7 +19,7 @@ use rmcp::transport::streamable_http_server::session::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::state::StateStore;
+use crate::state::{StateError, StateStore};
 
 /// Letters about sessions: a client's message for the replica named, and a session closed.
 const FORWARDED: &str = "mcp-message";
@@ -90,6 +90,15 @@ impl SessionStore for SharedSessions {
         self.state.send_to_others(CLOSED, session_id).await?;
         Ok(())
     }
+}
+
+/// Keeps session `id`'s `initialize` in the store, and its place among the sessions counted,
+/// for `ttl` more (it was used), if it is kept there.
+pub async fn keep(state: &StateStore, id: &str, ttl: Duration) -> Result<(), StateError> {
+    if state.expire(&session_key(id), ttl).await? {
+        state.admit("sessions", id, ttl, usize::MAX).await?;
+    }
+    Ok(())
 }
 
 /// A client's message forwarded to the replica that waits for it.
@@ -286,6 +295,33 @@ mod tests {
             id,
             result: ClientResult::empty(()),
         })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_session_in_use_stays_kept_and_counted_and_one_never_kept_is_not_counted() {
+        use std::time::Duration;
+        let state = StateStore::memory("t");
+        let sessions = SharedSessions::new(state.clone(), Duration::from_secs(10));
+        let stored: SessionState =
+            serde_json::from_value(serde_json::json!({"initialize_params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "c", "version": "1"}
+            }}))
+            .unwrap();
+        sessions.store("used", &stored).await.unwrap();
+        for _ in 0..4 {
+            tokio::time::advance(Duration::from_secs(8)).await;
+            keep(&state, "used", Duration::from_secs(10)).await.unwrap();
+            keep(&state, "never stored", Duration::from_secs(10))
+                .await
+                .unwrap();
+        }
+        // 32 s on, past its first 10: still there, still counted.
+        assert!(sessions.load("used").await.unwrap().is_some());
+        assert_eq!(state.members("sessions").await.unwrap(), ["used"]);
+        tokio::time::advance(Duration::from_secs(11)).await;
+        assert!(sessions.load("used").await.unwrap().is_none());
+        assert!(state.members("sessions").await.unwrap().is_empty());
     }
 
     #[tokio::test]

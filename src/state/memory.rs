@@ -117,10 +117,15 @@ impl Memory {
         Ok(true)
     }
 
-    pub fn expire(&self, key: &str, ttl: Duration) {
-        if let Some((_, until)) = lock(&self.records).get_mut(key) {
+    pub fn expire(&self, key: &str, ttl: Duration) -> bool {
+        let mut records = lock(&self.records);
+        if Self::live(&mut records, key).is_none() {
+            return false;
+        }
+        if let Some((_, until)) = records.get_mut(key) {
             *until = Instant::now() + ttl;
         }
+        true
     }
 
     pub fn admit(&self, set: &str, member: &str, ttl: Duration, max: usize) -> bool {

@@ -23,7 +23,7 @@
 mod memory;
 mod redis;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
@@ -32,7 +32,9 @@ use sha2::{Digest, Sha256};
 use tokio::sync::broadcast;
 
 use crate::hex::hex;
+use crate::lock::lock;
 
+pub(crate) use self::redis::Redis;
 pub use self::redis::redacted;
 
 /// Why the store could not answer.
@@ -98,15 +100,14 @@ struct Inner {
     backend: Backend,
     prefix: String,
     replica: String,
-    /// The store's epoch as this process knows it (a store that lost it draws a new one).
-    epoch: std::sync::RwLock<String>,
+    /// The store's epoch as this process last read it: the heartbeat reads it again at each
+    /// beat, so a store that lost its records (and drew a new one) is noticed within one.
+    epoch: Arc<Mutex<String>>,
     letters: broadcast::Sender<Letter>,
     /// Wall-clock milliseconds at `started`, for [`StateStore::now_ms`].
     wall_at_start: u64,
     started: tokio::time::Instant,
     tasks: Vec<tokio::task::JoinHandle<()>>,
-    /// The epoch the store holds, as the heartbeat last read it (Redis).
-    store_epoch: Option<std::sync::Arc<std::sync::RwLock<String>>>,
 }
 
 impl Drop for Inner {
@@ -119,20 +120,17 @@ impl Drop for Inner {
 
 enum Backend {
     Memory(memory::Memory),
-    Redis(redis::Redis),
+    Redis(Redis),
 }
 
 impl StateStore {
     /// A store of this process alone, for deployment `namespace` (see [`namespace`]).
     pub fn memory(namespace: &str) -> Self {
         // Nobody shares it: its ids need not be unguessable, only new at each start.
-        let epoch = fresh_id().unwrap_or_else(|_| format!("{:?}", std::time::SystemTime::now()));
+        let fresh = || fresh_id().unwrap_or_else(|_| format!("{:?}", std::time::SystemTime::now()));
+        let backend = Backend::Memory(memory::Memory::default());
         Self {
-            inner: Arc::new(Self::inner(
-                Backend::Memory(memory::Memory::default()),
-                namespace,
-                epoch,
-            )),
+            inner: Arc::new(Self::inner(backend, namespace, fresh(), fresh())),
         }
     }
 
@@ -142,39 +140,26 @@ impl StateStore {
         if url == "memory" {
             return Ok(Self::memory(namespace));
         }
-        if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+        if !is_shared(url) {
             return Err(StateError::Unavailable(format!(
                 "`{}` is not a state store: give `memory`, or a redis:// or rediss:// URL",
                 redacted(url)
             )));
         }
-        let redis = redis::Redis::connect(url).await?;
-        let epoch = redis
-            .epoch(&format!("{}epoch", prefix(namespace)), &fresh_id()?)
-            .await?;
-        let mut inner = Self::inner(Backend::Redis(redis.clone()), namespace, epoch);
-        inner.replica = fresh_id()?;
+        let redis = Redis::connect(url).await?;
+        redis
+            .never_evicts()
+            .await
+            .map_err(|why| StateError::Unavailable(format!("{}: {why}", redacted(url))))?;
+        let epoch_key = format!("{}epoch", prefix(namespace));
+        let epoch = redis.epoch(&epoch_key, &fresh_id()?).await?;
+        let replica = fresh_id()?;
+        let mut inner = Self::inner(Backend::Redis(redis.clone()), namespace, epoch, replica);
         let alive_key = format!("{}replica:{}", inner.prefix, inner.replica);
-        let epoch_key = format!("{}epoch", inner.prefix);
-        let heartbeat = redis.clone();
-        let known = std::sync::Arc::new(std::sync::RwLock::new(String::new()));
-        let seen = known.clone();
+        let (heartbeat, epoch) = (redis.clone(), inner.epoch.clone());
         inner.tasks.push(tokio::spawn(async move {
-            let beat = || {
-                let (redis, key, seen) = (heartbeat.clone(), epoch_key.clone(), seen.clone());
-                async move {
-                    // The epoch as the store has it now: a store that lost its records
-                    // (flushed, restarted empty) gets a new one, which every replica adopts.
-                    if let Ok(fresh) = fresh_id()
-                        && let Ok(epoch) = redis.epoch(&key, &fresh).await
-                    {
-                        *seen.write().unwrap_or_else(|p| p.into_inner()) = epoch;
-                    }
-                }
-            };
-            heartbeat.heartbeat(alive_key, beat).await;
+            heartbeat.heartbeat(alive_key, epoch_key, epoch).await;
         }));
-        inner.store_epoch = Some(known);
         let channels = vec![
             format!("{}to:{}", inner.prefix, inner.replica),
             format!("{}all", inner.prefix),
@@ -188,16 +173,15 @@ impl StateStore {
         })
     }
 
-    fn inner(backend: Backend, namespace: &str, epoch: String) -> Inner {
+    fn inner(backend: Backend, namespace: &str, epoch: String, replica: String) -> Inner {
         let wall_at_start = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         Inner {
             backend,
             prefix: prefix(namespace),
-            replica: fresh_id().unwrap_or_else(|_| "local".to_owned()),
-            epoch: std::sync::RwLock::new(epoch),
-            store_epoch: None,
+            replica,
+            epoch: Arc::new(Mutex::new(epoch)),
             letters: broadcast::channel(1_024).0,
             wall_at_start,
             started: tokio::time::Instant::now(),
@@ -218,21 +202,7 @@ impl StateStore {
     /// The store's epoch: the one its records were made in. A store that lost its records has
     /// a new one, which replicas pick up within a heartbeat.
     pub fn epoch(&self) -> String {
-        if let Some(seen) = &self.inner.store_epoch {
-            let seen = seen.read().unwrap_or_else(|p| p.into_inner()).clone();
-            if !seen.is_empty() {
-                let mut epoch = self.inner.epoch.write().unwrap_or_else(|p| p.into_inner());
-                if *epoch != seen {
-                    tracing::warn!("the state store lost its records: a new epoch begins");
-                    *epoch = seen;
-                }
-            }
-        }
-        self.inner
-            .epoch
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.inner.epoch).clone()
     }
 
     /// Whether a run this replica began at `since` may still claim writes: the others have
@@ -334,14 +304,11 @@ impl StateStore {
         }
     }
 
-    /// Gives `key` `ttl` more to live, if it exists.
-    pub async fn expire(&self, key: &str, ttl: Duration) -> Result<(), StateError> {
+    /// Gives `key` `ttl` more to live, if it exists; whether it did.
+    pub async fn expire(&self, key: &str, ttl: Duration) -> Result<bool, StateError> {
         let key = self.key(key);
         match &self.inner.backend {
-            Backend::Memory(memory) => {
-                memory.expire(&key, ttl);
-                Ok(())
-            }
+            Backend::Memory(memory) => Ok(memory.expire(&key, ttl)),
             Backend::Redis(redis) => redis.expire(&key, ttl).await,
         }
     }
@@ -570,6 +537,11 @@ pub fn namespace(approval_key: &[u8]) -> String {
     hex(&hash.finalize()[..6])
 }
 
+/// Whether `url` names a store replicas share (a `redis://` or `rediss://` URL).
+pub fn is_shared(url: &str) -> bool {
+    url.starts_with("redis://") || url.starts_with("rediss://")
+}
+
 fn prefix(namespace: &str) -> String {
     format!("sdkbox:{namespace}:")
 }
@@ -582,6 +554,16 @@ fn fresh_id() -> Result<String, StateError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_record_past_its_time_is_not_brought_back_by_renewing_it() {
+        let store = StateStore::memory("t");
+        store.put("k", "v", Duration::from_secs(5)).await.unwrap();
+        assert!(store.expire("k", Duration::from_secs(5)).await.unwrap());
+        tokio::time::advance(Duration::from_secs(6)).await;
+        assert!(!store.expire("k", Duration::from_secs(60)).await.unwrap());
+        assert_eq!(store.get("k").await.unwrap(), None);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn records_expire_and_swaps_see_what_changed() {

@@ -5,12 +5,14 @@
 //! connection of their own, reconnected when it drops; a letter sent while it is down is
 //! lost, which every user of letters tolerates (the wait it would have ended times out).
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 use tokio::sync::broadcast;
 
 use super::{Letter, StateError};
+use crate::lock::lock;
 
 /// How often this replica says it is alive, and how long the word lasts.
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
@@ -65,13 +67,14 @@ local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
 ";
 
-/// A Redis server, through a reconnecting connection; clones share it.
+/// A Redis server, through a reconnecting connection; clones share it. The link store
+/// (`crate::linking`) keeps its records through it too.
 #[derive(Clone)]
 pub struct Redis {
     connection: ConnectionManager,
     client: redis::Client,
     /// This replica's word of life, as Redis took it (see [`Redis::in_touch_since`]).
-    beats: std::sync::Arc<std::sync::Mutex<Beats>>,
+    beats: Arc<Mutex<Beats>>,
 }
 
 /// When the last heartbeat Redis took was sent, and when the last silence long enough for
@@ -98,19 +101,15 @@ impl Redis {
         let redis = Self {
             connection,
             client,
-            beats: std::sync::Arc::default(),
+            beats: Arc::default(),
         };
-        redis
-            .never_evicts()
-            .await
-            .map_err(|why| StateError::Unavailable(format!("{shown}: {why}")))?;
         redis::cmd("GETDEL")
             .arg("sdkbox:probe")
             .query_async::<Option<String>>(&mut redis.connection.clone())
             .await
             .map_err(|e| {
                 StateError::Unavailable(format!(
-                    "{shown} cannot take records ({e}): the state store needs Redis 6.2 or later"
+                    "{shown} cannot take records ({e}): sdkbox needs Redis 6.2 or later"
                 ))
             })?;
         Ok(redis)
@@ -175,6 +174,11 @@ impl Redis {
             .await
     }
 
+    /// Keeps `value` under `key` until it is deleted.
+    pub async fn put_until_deleted(&self, key: &str, value: &str) -> Result<(), StateError> {
+        self.query(redis::cmd("SET").arg(key).arg(value)).await
+    }
+
     pub async fn put_new(&self, key: &str, value: &str, ttl: Duration) -> Result<bool, StateError> {
         let set: Option<String> = self
             .query(
@@ -217,10 +221,11 @@ impl Redis {
         Ok(swapped == 1)
     }
 
-    pub async fn expire(&self, key: &str, ttl: Duration) -> Result<(), StateError> {
-        self.query::<i64>(redis::cmd("PEXPIRE").arg(key).arg(ms(ttl)))
-            .await
-            .map(|_| ())
+    pub async fn expire(&self, key: &str, ttl: Duration) -> Result<bool, StateError> {
+        let renewed: i64 = self
+            .query(redis::cmd("PEXPIRE").arg(key).arg(ms(ttl)))
+            .await?;
+        Ok(renewed == 1)
     }
 
     /// 1: fresh (now used), 0: used before, 2: the epoch is not the store's.
@@ -279,12 +284,10 @@ impl Redis {
     }
 
     /// Says this replica is alive under `key`, every [`HEARTBEAT`], until the task is dropped;
-    /// at each beat, `beat` runs too.
-    pub async fn heartbeat<F, B>(&self, key: String, beat: F)
-    where
-        F: Fn() -> B + Send,
-        B: std::future::Future<Output = ()> + Send,
-    {
+    /// at each beat, reads the store's epoch under `epoch_key` into `epoch` too (a store that
+    /// lost its records, flushed or restarted empty, draws a new one, which every replica
+    /// adopts).
+    pub async fn heartbeat(&self, key: String, epoch_key: String, epoch: Arc<Mutex<String>>) {
         loop {
             let sent = tokio::time::Instant::now();
             match self.put(&key, "1", ALIVE_FOR).await {
@@ -292,7 +295,7 @@ impl Redis {
                     // Silence counts until this word arrived (a late one left the key expired
                     // for a while), from when the last one was sent.
                     let arrived = tokio::time::Instant::now();
-                    let mut beats = crate::lock::lock(&self.beats);
+                    let mut beats = lock(&self.beats);
                     if beats.last_sent.is_some_and(|last| arrived - last > TRUSTED) {
                         tracing::warn!(
                             "this replica's word of life did not reach the state store for a \
@@ -306,7 +309,15 @@ impl Redis {
                     tracing::warn!(%error, "the state store did not take this replica's heartbeat");
                 }
             }
-            beat().await;
+            if let Ok(fresh) = super::fresh_id()
+                && let Ok(now) = self.epoch(&epoch_key, &fresh).await
+            {
+                let mut known = lock(&epoch);
+                if *known != now {
+                    tracing::warn!("the state store lost its records: a new epoch begins");
+                    *known = now;
+                }
+            }
             tokio::time::sleep(HEARTBEAT).await;
         }
     }
@@ -316,7 +327,7 @@ impl Redis {
     /// after `since`. A replica that lost touch (a partition, a stall) claims no write for a
     /// run it had going: another may have taken the run over, or run its code afresh.
     pub fn in_touch_since(&self, since: tokio::time::Instant) -> bool {
-        let beats = crate::lock::lock(&self.beats);
+        let beats = lock(&self.beats);
         beats.last_sent.is_some_and(|sent| sent.elapsed() < TRUSTED)
             && beats.silence_ended.is_none_or(|ended| ended < since)
     }

@@ -125,6 +125,14 @@ pub struct Replica {
     pub audit: PathBuf,
 }
 
+impl Replica {
+    /// The `host:port` it listens on.
+    pub fn address(&self) -> String {
+        let url = self.server.url.trim_start_matches("http://");
+        url.trim_end_matches("/mcp").to_owned()
+    }
+}
+
 /// What the shipped Kubernetes manifests run: the server's arguments (but those naming the
 /// cluster's own files, addresses and hosts), its literal environment, and the readiness
 /// probe's path. The replicas here run with exactly these.
@@ -293,11 +301,7 @@ impl Cluster {
             .replicas
             .iter()
             .enumerate()
-            .map(|(n, r)| {
-                let address = r.server.url.trim_start_matches("http://");
-                let address = address.trim_end_matches("/mcp");
-                format!("  server s{n} {address}\n")
-            })
+            .map(|(n, r)| format!("  server s{n} {}\n", r.address()))
             .collect();
         let config = format!(
             "global\n  maxconn 1000\ndefaults\n  mode http\n  timeout connect 1s\n  \
@@ -519,12 +523,7 @@ async fn a_rolling_restart_with_calls_in_flight_fails_and_duplicates_nothing() {
     let running = tokio::spawn(async move { clients.output().await.unwrap() });
     tokio::time::sleep(Duration::from_secs(2)).await;
     for n in 0..cluster.replicas.len() {
-        let address = cluster.replicas[n]
-            .server
-            .url
-            .trim_start_matches("http://")
-            .trim_end_matches("/mcp")
-            .to_owned();
+        let address = cluster.replicas[n].address();
         let old = &mut cluster.replicas[n].server.child;
         let pid = old.id().unwrap();
         let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
@@ -662,12 +661,7 @@ async fn a_write_cut_off_by_the_end_of_the_shutdown_grace_is_never_sent_again() 
     let Some(mut cluster) = Cluster::start(3).await else {
         return;
     };
-    let address = cluster.replicas[0]
-        .server
-        .url
-        .trim_start_matches("http://")
-        .trim_end_matches("/mcp")
-        .to_owned();
+    let address = cluster.replicas[0].address();
     // Replica 0 again, with a short grace.
     let old = &mut cluster.replicas[0].server.child;
     old.start_kill().unwrap();
