@@ -144,7 +144,8 @@ impl Store {
         since: tokio::time::Instant,
     ) -> Result<Lookup, StateError> {
         // A write the code's chain recorded as maybe sent is not this run's to send either
-        // (a chain's own claims find it in the chain's journal).
+        // (a chain's own claims find it in the chain's journal). Read before the remembered
+        // writes are (in `claim_in`): a chain dropped meanwhile left its writes there first.
         let in_chain = Journal::new(self.chain_unknown(code).await?).lookup(key);
         if let Some(found) = maybe_sent(in_chain) {
             return Ok(found);
@@ -615,6 +616,44 @@ mod tests {
             later.claim(key("w2")).await.unwrap(),
             Found::Sent(Fate::Unknown(_))
         ));
+    }
+
+    #[tokio::test]
+    async fn writes_maybe_sent_by_the_chain_or_remembered_are_claimed_by_no_run() {
+        use crate::approval::caller::CallerParts;
+        let store = Store::new(StateStore::memory("t"));
+        let caller = Caller::new(b"k", CallerParts::default());
+        let unknown = |name: &str| Sent {
+            key: key(name),
+            fate: Fate::Unknown("lost".into()),
+        };
+        // The code's chain recorded a write as maybe sent: a run with a journal of its own
+        // does not send it either.
+        store
+            .publish(&caller, "code", vec![unknown("in chain")], false)
+            .await
+            .unwrap();
+        let run = RunJournal::own(store.clone(), "code", Vec::new(), LEASE, "own")
+            .await
+            .unwrap();
+        assert!(matches!(
+            run.claim(key("in chain")).await.unwrap(),
+            Found::Sent(Fate::Unknown(_))
+        ));
+        // A write remembered (a chain dropped to make room left it) is not claimed in the
+        // chain begun again: its claim there is released.
+        assert!(
+            store
+                .remember_uncertain("dropped", vec![unknown("remembered")])
+                .await
+                .unwrap()
+        );
+        let chained = RunJournal::chained(store.clone(), "dropped", LEASE);
+        assert!(matches!(
+            chained.claim(key("remembered")).await.unwrap(),
+            Found::Sent(Fate::Unknown(_))
+        ));
+        assert!(store.snapshot("dropped").await.unwrap().is_empty());
     }
 
     #[tokio::test]

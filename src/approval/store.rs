@@ -323,7 +323,8 @@ impl Store {
 
     /// Claims `key` in the journal `record` (owned by `owner`, if a run's own) of a run of
     /// the code with digest `code` that began at `since` (see [`Store::claim`]); a write a
-    /// finished run of the code may have sent is answered with that.
+    /// finished run of the code (or a chain dropped to make room) may have sent is answered
+    /// with that, and not claimed.
     pub(super) async fn claim_in<T: Journaled>(
         &self,
         record: &str,
@@ -342,9 +343,6 @@ impl Store {
         };
         if !self.state.in_touch_since(since) {
             return Err(out_of_touch());
-        }
-        if let Some(found) = self.uncertain_lookup(code, key).await? {
-            return Ok(found);
         }
         let held: Option<T> = self.state.read(record).await?;
         let mut stopped = Vec::new();
@@ -383,7 +381,16 @@ impl Store {
                 Change::Write(held, Some(found))
             })
             .await?;
-        found.ok_or_else(out_of_touch)
+        let found = found.ok_or_else(out_of_touch)?;
+        // Read after the claim: a chain dropped to make room remembers its maybe-sent writes
+        // before it goes, so a claim that found it gone (and began it again) sees them here.
+        if matches!(found, Lookup::New)
+            && let Some(earlier) = self.uncertain_lookup(code, key).await?
+        {
+            self.settle_in::<T>(record, owner, key, None).await?;
+            return Ok(earlier);
+        }
+        Ok(found)
     }
 
     /// Moves a claim a run made in its own journal into the chain of `code` (the run's

@@ -367,6 +367,18 @@ mod tests {
         assert!(state.get(&owner).await.unwrap().is_some(), "expired early");
         tokio::time::advance(idle / KEEP_EVERY + Duration::from_secs(2)).await;
         assert!(state.get(&owner).await.unwrap().is_none(), "kept too long");
+        // Renewed once a while, not at each request: a request soon after a renewal
+        // renews nothing.
+        state.put(&owner, "someone", idle).await.unwrap();
+        sessions.keep(&id).await;
+        state
+            .put(&owner, "someone", Duration::from_secs(2))
+            .await
+            .unwrap();
+        tokio::time::advance(Duration::from_secs(1)).await;
+        sessions.keep(&id).await;
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(state.get(&owner).await.unwrap().is_none(), "renewed again");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
