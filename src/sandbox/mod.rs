@@ -16,6 +16,7 @@ mod bound;
 mod entry;
 mod errors;
 mod finish;
+mod freeing;
 mod loader;
 mod nesting;
 mod network;

@@ -20,6 +20,7 @@ use tokio::sync::oneshot;
 use crate::deadline::Deadline;
 use tokio_util::sync::CancellationToken;
 
+use super::freeing::FREEING;
 use super::loader::SandboxLoader;
 use super::network::Network;
 use super::ops::{Console, ResultSlot, TestHooks, sdkbox_sandbox};
@@ -128,6 +129,7 @@ pub fn prepare(settings: RuntimeSettings) -> Prepared {
         .name("sdkbox-exec".into())
         .stack_size(THREAD_STACK)
         .spawn(move || {
+            FREEING.wait_for_room();
             let started = std::time::Instant::now();
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -150,6 +152,8 @@ pub fn prepare(settings: RuntimeSettings) -> Prepared {
                 Err(error) => (Report::failed(error), None),
             };
             report.create_us = created.as_micros() as u64;
+            // Counted from here: the next runtime may already be waiting for room.
+            let freeing = FREEING.begin();
             let _ = reply.send(report);
             // Freeing a runtime walks its whole heap (milliseconds for a large one): done after
             // the report is on its way, at the lowest priority, so that it does not take the
@@ -159,6 +163,7 @@ pub fn prepare(settings: RuntimeSettings) -> Prepared {
             #[cfg(target_os = "linux")]
             let _ = rustix::process::setpriority_process(None, LOWEST_PRIORITY);
             drop(used);
+            drop(freeing);
         });
     if let Err(error) = spawned {
         tracing::error!(%error, "cannot start an execution thread");
