@@ -66,6 +66,7 @@ fn target(base: &Url) -> Target {
     Target {
         gate: std::sync::Arc::new(sdkbox::approval::Gate::open(egress.base_url().clone())),
         caller: egress.identity(),
+        principal: sdkbox::fair::Principal::stdio(),
         egress,
         sdk: None,
     }

@@ -48,6 +48,9 @@ pub struct ProviderFile {
     /// Execution limits.
     #[serde(default)]
     pub limits: LimitsFile,
+    /// How callers share the server: per-caller bounds (see [`crate::fair`]).
+    #[serde(default)]
+    pub fairness: crate::fair::FairnessFile,
     /// Words people use for this API's things, and the API's own words for them, added to
     /// the built-in search vocabulary: `chargeback = "dispute"`, `"sign up" = "create"`.
     #[serde(default)]
@@ -434,6 +437,7 @@ impl ProviderFile {
         secret: Option<String>,
     ) -> Result<Arc<Provider>, ConfigError> {
         let (typecheck_mode, tsc_path) = (self.typecheck.unwrap_or_default(), self.tsc.clone());
+        let fairness = self.fairness.settings();
         let loaded = self.load(embedded, secret).await?;
         let api = loaded.api.ok_or_else(|| {
             ConfigError::Invalid(
@@ -451,12 +455,23 @@ impl ProviderFile {
         if let Some(workers) = loaded.workers {
             pool_config.workers = workers.max(1);
         }
+        pool_config.max_running_per_caller = fairness.executions_per_caller;
+        pool_config.max_calls_per_caller = if fairness.one_caller {
+            usize::MAX
+        } else {
+            fairness.calls_per_caller
+        };
         let sdk = Arc::new(Sdk::new(api.clone()));
         let typecheck = match typecheck_mode {
             crate::typecheck::Mode::Off => None,
-            mode => crate::typecheck::TypeCheck::start(mode, tsc_path.as_deref(), sdk.clone())
-                .await
-                .map(Arc::new),
+            mode => crate::typecheck::TypeCheck::start(
+                mode,
+                tsc_path.as_deref(),
+                sdk.clone(),
+                &fairness,
+            )
+            .await
+            .map(Arc::new),
         };
         Ok(Arc::new(Provider {
             typecheck,
@@ -469,7 +484,7 @@ impl ProviderFile {
             limits: loaded.limits,
             session_key_header: loaded.session_key_header,
             approvals: with_page(&loaded.approval_page, loaded.approvals).await?,
-            searches: Arc::new(tokio::sync::Semaphore::new(crate::server::MAX_SEARCHES)),
+            searches: crate::server::search_queue(fairness.one_caller),
         }))
     }
 }

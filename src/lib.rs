@@ -11,6 +11,7 @@ pub mod config;
 pub mod deadline;
 pub mod demo;
 pub mod egress;
+pub mod fair;
 mod hex;
 pub mod linking;
 mod lock;

@@ -15,6 +15,10 @@ pub struct Caller {
     /// Who signed in (`SignedIn::who`: issuer, subject and client), for the audit file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     signed_in: Option<String>,
+    /// Who is behind the caller for fairness (`crate::fair::Principal`): the approval page's
+    /// questions are counted by it, not by session, which is free to open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    principal: Option<String>,
 }
 
 /// What tells callers apart.
@@ -53,7 +57,20 @@ impl Caller {
         Self {
             id: hex(&hash.finalize()),
             signed_in: parts.subject.map(str::to_owned),
+            principal: None,
         }
+    }
+
+    /// The caller with `principal` behind it.
+    pub fn behind(mut self, principal: &crate::fair::Principal) -> Self {
+        self.principal = Some(principal.to_string());
+        self
+    }
+
+    /// What the caller's shares are counted by: a digest of its principal, else of its id.
+    pub fn share_key(&self) -> String {
+        let named = self.principal.as_deref().unwrap_or(&self.id);
+        hex(&Sha256::digest(named.as_bytes())[..16])
     }
 
     /// Who signed in, if anyone did (`SignedIn::who`).

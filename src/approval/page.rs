@@ -36,6 +36,9 @@ pub const CHANNEL: &str = "approval page";
 const MAX_WAITING: usize = 1_000;
 const MAX_WAITING_PER_CALLER: usize = 64;
 
+/// Of [`MAX_WAITING`], how many only a caller with no question on the page may take.
+const RESERVED: usize = 100;
+
 /// The page; clones share it. Its questions are in the state store, so any replica serves
 /// any question, and a write asked about by several replicas is one question.
 #[derive(Clone)]
@@ -153,21 +156,28 @@ impl ApprovalPage {
         let unguessable = || "no randomness for an unguessable link".to_owned();
         let id = random_hex(16).ok_or_else(unguessable)?;
         let token = random_hex(16).ok_or_else(unguessable)?;
-        let own = format!("questions-of:{}", caller.id());
+        let own = format!("questions-of:{}", caller.share_key());
         let state = self.state();
+        // The last of the page's room is kept for callers with no question on it.
+        let held = state.members(&own).await.map_err(failed)?.len();
+        let open_to_caller = if held == 0 {
+            MAX_WAITING
+        } else {
+            MAX_WAITING - RESERVED
+        };
         let room = state
             .admit(&own, &id, GRANT_LIFETIME, MAX_WAITING_PER_CALLER)
             .await
             .map_err(failed)?
             && state
-                .admit("questions", &id, GRANT_LIFETIME, MAX_WAITING)
+                .admit("questions", &id, GRANT_LIFETIME, open_to_caller)
                 .await
                 .map_err(failed)?;
         if !room {
             let _ = state.dismiss(&own, &id).await;
             return Err(format!(
                 "the approval page already holds as many questions as it keeps (up to \
-                 {MAX_WAITING_PER_CALLER} of this caller's); ask the user to decide those first, \
+                 {MAX_WAITING_PER_CALLER} of one caller's, whatever its sessions); ask the user to decide those first, \
                  or wait for them to expire after {} minutes",
                 GRANT_LIFETIME.as_secs() / 60
             ));

@@ -152,8 +152,10 @@ fn chain_key(code: &str) -> String {
     format!("chain:{code}")
 }
 
+/// The set of the chains counted against `caller`'s bound: its principal's (see
+/// `Caller::share_key`), whatever sessions it opens.
 fn chains_of(caller: &Caller) -> String {
-    format!("chains-of:{}", caller.id())
+    format!("chains-of:{}", caller.share_key())
 }
 
 impl Store {
@@ -458,8 +460,9 @@ impl Store {
         Ok(chain.map(|c| c.journal.snapshot()).unwrap_or_default())
     }
 
-    /// Makes room for one more chain of `caller`: past its own bound, its chain finished the
-    /// longest ago goes; a chain still waiting, or another caller's, never does. Runs of the
+    /// Makes room for one more chain of `caller`: past its own bound, the chain finished the
+    /// longest ago among those of its principal (its sessions, or callers behind the same
+    /// address) goes; a chain still waiting, or another principal's, never does. Runs of the
     /// caller making room at once each take a finished chain of their own.
     async fn room(&self, caller: &Caller, code: &str) -> Result<(), StoreError> {
         let own = chains_of(caller);
@@ -480,7 +483,7 @@ impl Store {
         if !admitted {
             return Err(StoreError::Full(format!(
                 "this caller already has {MAX_CHAINS_PER_CALLER} scripts waiting for \
-                 decisions; ask the user to decide those first (or wait for them to expire \
+                 decisions (counted across its sessions); ask the user to decide those first (or wait for them to expire \
                  after {} minutes)",
                 GRANT_LIFETIME.as_secs() / 60
             )));

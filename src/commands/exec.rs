@@ -78,6 +78,7 @@ pub async fn exec(args: ExecArgs) -> Result<ExitCode> {
             sdk,
             gate,
             caller: caller.worker_identity(),
+            principal: sdkbox::fair::Principal::stdio(),
         };
         pool.execute(&target, &code, &limits, CancellationToken::new())
             .await

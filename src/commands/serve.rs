@@ -66,10 +66,45 @@ pub struct ServeArgs {
     /// Executions at once.
     #[arg(long)]
     pub workers: Option<usize>,
+    /// TypeScript compilers checking scripts in parallel (default: one per core, at most 4;
+    /// each holds 40-110 MiB).
+    #[arg(long)]
+    pub typecheck_compilers: Option<usize>,
+    /// Executions one caller runs at once; its further calls wait while the other workers
+    /// stay free for other callers (default: all workers).
+    #[arg(long)]
+    pub max_executions_per_caller: Option<usize>,
+    /// Executions one caller has running and waiting together; past it, `busy` (default 10).
+    #[arg(long)]
+    pub max_calls_per_caller: Option<usize>,
+    /// HTTP: requests one caller has in flight at once, event streams included; past it,
+    /// 429 with Retry-After (default 64).
+    #[arg(long)]
+    pub max_requests_per_caller: Option<usize>,
+    /// HTTP: standalone event streams (GET /mcp) one caller holds open (default 4).
+    #[arg(long)]
+    pub max_streams_per_caller: Option<usize>,
+    /// HTTP: MCP sessions one caller holds; past it, its own session idle the longest is
+    /// closed for a new one (default 100).
+    #[arg(long)]
+    pub max_sessions_per_caller: Option<usize>,
+    /// HTTP: seconds a standalone event stream that carried no message stays open; clients
+    /// open another (default 60).
+    #[arg(long)]
+    pub stream_idle_s: Option<u64>,
+    /// HTTP: an address range of proxies (an ingress) whose `X-Forwarded-For` names the
+    /// client, for the per-caller limits without sign-in (repeatable, or comma-separated).
+    #[arg(long = "trusted-proxy")]
+    pub trusted_proxies: Vec<String>,
     /// HTTP: connections served at once; past it, `/healthz` still answers and the rest get
     /// 503 with Retry-After.
     #[arg(long, default_value_t = 512)]
     pub max_connections: usize,
+    /// HTTP: connections one peer address is served at once (a --trusted-proxy is not held
+    /// to it); past it, 503 with Retry-After (default: all but an eighth of
+    /// --max-connections, which stays for the other peers).
+    #[arg(long)]
+    pub max_connections_per_peer: Option<usize>,
     /// HTTP: connections kept waiting for their first byte; past it, the one silent the
     /// longest is closed.
     #[arg(long, default_value_t = 1_024)]
@@ -229,6 +264,22 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
         }
     };
     file.limits.workers = args.workers.or(file.limits.workers);
+    let fair = &mut file.fairness;
+    fair.typecheck_compilers = args.typecheck_compilers.or(fair.typecheck_compilers);
+    fair.max_executions_per_caller = args
+        .max_executions_per_caller
+        .or(fair.max_executions_per_caller);
+    fair.max_calls_per_caller = args.max_calls_per_caller.or(fair.max_calls_per_caller);
+    fair.max_requests_per_caller = args
+        .max_requests_per_caller
+        .or(fair.max_requests_per_caller);
+    fair.max_streams_per_caller = args.max_streams_per_caller.or(fair.max_streams_per_caller);
+    fair.max_sessions_per_caller = args
+        .max_sessions_per_caller
+        .or(fair.max_sessions_per_caller);
+    fair.stream_idle_s = args.stream_idle_s.or(fair.stream_idle_s);
+    fair.one_caller = args.http.is_none();
+    let fairness = fair.settings();
     file.typecheck = args.typecheck.or(file.typecheck);
     file.tsc = args.tsc.clone().or(file.tsc.take());
     let pool_config = PoolConfig::for_this_binary(ExecLimits::default().memory_bytes)?;
@@ -278,6 +329,10 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
                     header_read_timeout: std::time::Duration::from_millis(
                         args.header_timeout_ms.max(100),
                     ),
+                    max_per_peer: args
+                        .max_connections_per_peer
+                        .unwrap_or(args.max_connections - args.max_connections / 8)
+                        .max(1),
                 },
                 max_sessions: args.max_sessions.max(1),
                 session_idle: std::time::Duration::from_secs(args.session_idle_s.max(1)),
@@ -285,6 +340,8 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
                 drain_delay: std::time::Duration::from_millis(args.drain_delay_ms),
                 grace: std::time::Duration::from_secs(args.shutdown_grace_s),
                 metrics: metrics_recorder(),
+                fairness,
+                trusted_proxies: args.trusted_proxies.clone(),
             };
             let listener = tokio::net::TcpListener::bind(address)
                 .await

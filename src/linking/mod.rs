@@ -88,6 +88,31 @@ struct Offer {
     unlink: bool,
 }
 
+/// An unlink asked for in a browser, carried sealed in its own id rather than stored: the
+/// route that makes it answers anyone, before sign-in, and so stores nothing for them. Only
+/// its use, once the browser has signed in, is recorded (so that it is used once).
+#[derive(Serialize, Deserialize)]
+struct UnlinkTicket {
+    verifier: String,
+    /// The digest of the cookie of the browser that asked.
+    browser: String,
+    /// Until when it holds, in seconds since the Unix epoch.
+    until: u64,
+}
+
+/// What an unlink ticket is sealed under, and what its id starts with.
+const UNLINK_SEAL: &str = "unlink-ticket";
+const UNLINK_ID_PREFIX: &str = "u";
+
+/// The longest unlink id read (a ticket is about 400 characters).
+const MAX_UNLINK_ID: usize = 1_024;
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 /// An OAuth server's two endpoints sdkbox uses as a client.
 struct Endpoints {
     authorization: Url,
@@ -438,6 +463,16 @@ impl Linking {
     }
 
     async fn offer_record(&self, id: &str, take: bool) -> Result<Option<Offer>, LinkError> {
+        if let Some(offer) = self.unlink_ticket(id) {
+            // One marker a ticket, however its id is spelled: by its verifier.
+            let spent = self.key("unlink-spent", &offer.verifier);
+            let open = if take {
+                self.store.put_new(&spent, "1", LINK_TTL).await?
+            } else {
+                self.store.get(&spent).await?.is_none()
+            };
+            return Ok(open.then_some(offer));
+        }
         if id.len() != 48 || !id.chars().all(|c| c.is_ascii_hexdigit()) {
             return Ok(None);
         }
@@ -456,21 +491,54 @@ impl Linking {
     /// the cookie value that binds it to that browser.
     pub async fn unlink_in_browser(&self) -> Result<(Url, String), LinkError> {
         let unavailable = || LinkError::Unavailable("no randomness".into());
-        let id = crate::approval::random_hex(24).ok_or_else(unavailable)?;
         let verifier = crate::approval::random_hex(32).ok_or_else(unavailable)?;
         let cookie = crate::approval::random_hex(32).ok_or_else(unavailable)?;
-        let intent = Offer {
-            user: String::new(),
+        let ticket = UnlinkTicket {
             verifier,
-            browser: Some(digest(&cookie)),
-            unlink: true,
+            browser: digest(&cookie),
+            until: unix_now() + LINK_TTL.as_secs(),
         };
-        self.put_offer(&id, &intent).await?;
+        let plain =
+            serde_json::to_vec(&ticket).map_err(|e| LinkError::Unavailable(e.to_string()))?;
+        let sealed = self
+            .settings
+            .sealer
+            .seal(&self.unlink_seal(), &plain)
+            .map_err(LinkError::Unavailable)?;
+        let id = format!("{UNLINK_ID_PREFIX}{}", crate::hex::hex(sealed.as_bytes()));
         let url = self
             .start_url(&id, &cookie)
             .await?
             .ok_or_else(|| LinkError::Unavailable("the store lost the unlink just made".into()))?;
         Ok((url, cookie))
+    }
+
+    /// What unlink tickets are sealed under: this provider's, no other's sharing the key.
+    fn unlink_seal(&self) -> String {
+        format!("{UNLINK_SEAL}\n{}", self.provider)
+    }
+
+    /// The unlink `id` carries, if it is a ticket this server sealed that still holds.
+    fn unlink_ticket(&self, id: &str) -> Option<Offer> {
+        let hex = id.strip_prefix(UNLINK_ID_PREFIX)?;
+        // Only the spelling this server writes.
+        let canonical = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
+        if hex.len() > MAX_UNLINK_ID || hex.len() % 2 != 0 || !hex.chars().all(canonical) {
+            return None;
+        }
+        let bytes: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+            .collect::<Option<_>>()?;
+        let sealed = String::from_utf8(bytes).ok()?;
+        let plain = self.settings.sealer.open(&self.unlink_seal(), &sealed)?;
+        let ticket: UnlinkTicket = serde_json::from_slice(&plain).ok()?;
+        (ticket.until > unix_now()).then(|| Offer {
+            user: String::new(),
+            verifier: ticket.verifier,
+            browser: Some(ticket.browser),
+            unlink: true,
+        })
     }
 
     /// Where opening the link `id` in the browser holding `cookie` sends it first: the sign-in
@@ -538,6 +606,13 @@ impl Linking {
                 self.sign_in.check(Some(&header)).await.ok()
             }
             Err(error) => {
+                // A refused exchange spends a link offer, so that made-up codes cannot make
+                // sdkbox send its confirm client's secret to the issuer again and again (an
+                // unlink's ticket is stored nowhere; its route limits such tries per address
+                // and in all). An issuer that did not answer spends nothing.
+                if !offer.unlink && matches!(error, TokenError::Refused(_)) {
+                    let _ = self.offer_record(id, true).await;
+                }
                 return Confirmed::Refused(format!(
                     "the sign-in issuer did not confirm who you are ({error}); open the link again from your chat, in one browser"
                 ));

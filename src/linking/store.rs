@@ -61,6 +61,14 @@ impl Store {
         }
     }
 
+    /// Keeps `value` under `key` for `ttl` unless `key` holds something: of two, one puts.
+    pub async fn put_new(&self, key: &str, value: &str, ttl: Duration) -> Result<bool, StoreError> {
+        match self {
+            Self::File(file) => file.put_new(key, value, ttl),
+            Self::Redis(redis) => redis.put_new(key, value, ttl).await.map_err(failed),
+        }
+    }
+
     /// Removes `key`.
     pub async fn delete(&self, key: &str) -> Result<(), StoreError> {
         self.take(key).await.map(|_| ())
@@ -180,6 +188,24 @@ impl FileStore {
                 Ok(())
             }
         }
+    }
+
+    fn put_new(&self, key: &str, value: &str, ttl: Duration) -> Result<bool, StoreError> {
+        let mut state = self.lock();
+        let now = Instant::now();
+        state.expiring.retain(|_, (_, until)| *until > now);
+        if state.lasting.contains_key(key) || state.expiring.contains_key(key) {
+            return Ok(false);
+        }
+        if state.expiring.len() >= MAX_EXPIRING {
+            return Err(StoreError(format!(
+                "{MAX_EXPIRING} links are waiting to be followed: try again in a few minutes"
+            )));
+        }
+        state
+            .expiring
+            .insert(key.to_owned(), (value.to_owned(), now + ttl));
+        Ok(true)
     }
 
     fn take(&self, key: &str) -> Result<Option<String>, StoreError> {

@@ -42,7 +42,13 @@ pub(super) struct Names {
     groups: BTreeMap<String, BTreeMap<String, usize>>,
     /// Each operation's HTTP method, by index.
     http_methods: Vec<String>,
+    /// The longest name a lookup takes: twice the longest `group.method` there is, and some
+    /// room. Anything longer is refused before any lookup, whose work grows with the name.
+    longest: usize,
 }
+
+/// Characters of a refused name repeated in its error.
+const NAME_SHOWN: usize = 60;
 
 /// Whether two identifiers are the same words, up to case and plural.
 fn same_words(a: &str, b: &str) -> bool {
@@ -71,15 +77,29 @@ impl Names {
                 .insert(method.to_owned(), index);
             http_methods.push(http_method.to_owned());
         }
+        let longest = groups
+            .iter()
+            .flat_map(|(group, methods)| methods.keys().map(move |m| group.len() + 1 + m.len()))
+            .max()
+            .unwrap_or(0);
         Self {
             groups,
             http_methods,
+            longest: 2 * longest + 16,
         }
     }
 
     /// The index of the operation `api.<group>.<method>` names, or an error that says what
     /// exists.
     pub(super) fn find(&self, group: &str, method: &str) -> Result<usize, CallError> {
+        let length = group.len() + 1 + method.len();
+        if length > self.longest {
+            let called = format!("{group}.{method}");
+            return Err(CallError(format!(
+                "`api.{}` is {length} bytes long, longer than any name this SDK has: search the docs for the operation you need and call it by its name",
+                crate::egress::cut(&called, NAME_SHOWN)
+            )));
+        }
         if let Some(index) = self.groups.get(group).and_then(|m| m.get(method)) {
             return Ok(*index);
         }
@@ -289,6 +309,22 @@ mod tests {
             error.contains("could be any of api.account.retrieve, api.accounts.list"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_name_longer_than_any_the_sdk_has_is_refused_at_once_and_cut_in_the_error() {
+        let names = names(&[("customers", "list", "GET")]);
+        let huge = "zone".repeat(250_000);
+        let started = std::time::Instant::now();
+        let error = names.find(&huge, "list").unwrap_err().0;
+        assert!(started.elapsed() < std::time::Duration::from_millis(50));
+        assert!(error.contains("1000005 bytes long"), "{error}");
+        assert!(error.len() < 400, "{}", error.len());
+        let error = names.find("customers", &huge).unwrap_err().0;
+        assert!(error.contains("longer than any name"), "{error}");
+        // A name of an ordinary length still gets its did-you-mean.
+        let error = names.find("customers", "lsit").unwrap_err().0;
+        assert!(error.contains("list"), "{error}");
     }
 
     #[test]

@@ -40,12 +40,36 @@ pub const MAX_QUERY_CHARS: usize = 400;
 /// The most words a query may have.
 pub const MAX_QUERY_WORDS: usize = 32;
 
+/// The longest `group` filter accepted, in bytes: longer than any group name, which the
+/// filter is compared with, group by group.
+pub const MAX_GROUP_BYTES: usize = 200;
+
+/// The longest `method` filter accepted, in bytes (`OPTIONS` is 7).
+pub const MAX_METHOD_BYTES: usize = 16;
+
+/// The longest hint an answer carries, in characters.
+const MAX_HINT_CHARS: usize = 1_000;
+
 /// Why a search failed: the query (the model's to fix) or the index (a server fault).
 #[derive(Debug, Error)]
 pub enum SearchError {
     /// Tantivy failed.
     #[error("search index error: {0}")]
     Index(#[from] tantivy::TantivyError),
+    /// A filter is longer than any value it could match.
+    #[error(
+        "the `{filter}` filter is {size} bytes long; search_docs takes at most {max}. Filter by \
+         a group the hits name (\"refunds\", \"dns.records\") or an HTTP method (\"POST\"), or \
+         leave the filter out"
+    )]
+    FilterTooLong {
+        /// `group` or `method`.
+        filter: &'static str,
+        /// How long it is.
+        size: usize,
+        /// The most accepted.
+        max: usize,
+    },
     /// The query is longer than a search needs.
     #[error(
         "the query is {size} {unit} long; search_docs takes at most {max}. Search with the few \
@@ -65,7 +89,7 @@ pub enum SearchError {
 impl SearchError {
     /// Whether the model caused it (a tool error it can fix), rather than the server.
     pub fn is_query(&self) -> bool {
-        matches!(self, Self::QueryTooLong { .. })
+        matches!(self, Self::QueryTooLong { .. } | Self::FilterTooLong { .. })
     }
 }
 
@@ -89,6 +113,24 @@ fn check_length(query: &str) -> Result<(), SearchError> {
             unit: "words",
             max: MAX_QUERY_WORDS,
         });
+    }
+    Ok(())
+}
+
+/// Refuses a filter longer than any value it could match, before it is compared with
+/// anything.
+fn check_filters(filters: &Filters) -> Result<(), SearchError> {
+    for (filter, value, max) in [
+        ("group", &filters.group, MAX_GROUP_BYTES),
+        ("method", &filters.method, MAX_METHOD_BYTES),
+    ] {
+        if let Some(value) = value.as_deref().filter(|v| v.len() > max) {
+            return Err(SearchError::FilterTooLong {
+                filter,
+                size: value.len(),
+                max,
+            });
+        }
     }
     Ok(())
 }
@@ -242,6 +284,7 @@ impl DocsIndex {
         filters: &Filters,
     ) -> Result<Results, SearchError> {
         check_length(query)?;
+        check_filters(filters)?;
         let limit = limit.clamp(1, MAX_LIMIT);
         let intent = Intent::read(query, &self.vocabulary);
         let semantic = self.semantic.get();
@@ -271,7 +314,7 @@ impl DocsIndex {
             .collect();
         let hint = hits
             .is_empty()
-            .then(|| self.no_results_hint(query, filters));
+            .then(|| crate::egress::cut(&self.no_results_hint(query, filters), MAX_HINT_CHARS));
         Ok(Results { hits, hint })
     }
 

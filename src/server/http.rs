@@ -57,6 +57,10 @@ pub struct HttpOptions {
     pub grace: std::time::Duration,
     /// The metrics recorder's handle, for `/metrics`.
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    /// Per-caller bounds (requests in flight, event streams).
+    pub fairness: crate::fair::Fairness,
+    /// Address ranges of proxies whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: Vec<String>,
 }
 
 /// Serves MCP on `listener`; once `shutdown` is cancelled, drains (see `lifecycle.rs`) and
@@ -81,6 +85,10 @@ pub async fn serve_http(
             "refusing to serve on {address} without a bearer token or sign-in: set --token-env NAME, or --oauth-issuer URL with --public-url URL, or bind to 127.0.0.1"
         )));
     }
+    let trusted = Arc::new(
+        super::client_address::TrustedProxies::parse(&options.trusted_proxies)
+            .map_err(ServeError)?,
+    );
     let lifecycle = options.lifecycle.clone();
     {
         let lifecycle = lifecycle.clone();
@@ -131,6 +139,7 @@ pub async fn serve_http(
     let state = provider.approvals.state().clone();
     let sessions = Arc::new(BoundedSessions::new(
         options.max_sessions,
+        options.fairness.sessions_per_caller,
         options.session_idle,
         state.clone(),
     ));
@@ -173,6 +182,14 @@ pub async fn serve_http(
             sessions_have_room,
         ))
         .layer(axum::middleware::from_fn_with_state(body, body_in_time));
+    // Inside sign-in: the principal is who signed in, when someone did. Sized from the
+    // connection caps as the descriptor limit leaves them.
+    let connections = within_descriptors(options.connections);
+    let shares = super::fair_http::HttpShares::new(&options.fairness, connections.max_connections);
+    let mcp = mcp.layer(axum::middleware::from_fn_with_state(
+        Arc::new(shares),
+        super::fair_http::fair_share,
+    ));
     let mcp = match &options.sign_in {
         Some(sign_in) => mcp.layer(axum::middleware::from_fn_with_state(
             Arc::new(super::signin::Guard::new(
@@ -220,13 +237,23 @@ pub async fn serve_http(
     let small = (options.body_timeout, MAX_PAGE_BODY_BYTES);
     let app = app
         .layer(axum::middleware::from_fn_with_state(small, body_in_time))
-        .merge(mcp);
+        .merge(mcp)
+        .layer(axum::middleware::from_fn_with_state(
+            trusted.clone(),
+            super::client_address::client_address,
+        ));
     tracing::info!("serving MCP on http://{address}/mcp");
     eprintln!(
         "sdkbox: MCP endpoint http://{address}/mcp (health: /healthz, readiness: /readyz, metrics: /metrics)"
     );
-    let connections = within_descriptors(options.connections);
-    super::listen::serve(listener, app, connections, lifecycle.stopped().clone()).await;
+    super::listen::serve(
+        listener,
+        app,
+        connections,
+        trusted,
+        lifecycle.stopped().clone(),
+    )
+    .await;
     let _ = ending.await;
     Ok(())
 }
@@ -271,8 +298,19 @@ async fn sessions_have_room(
     let (sessions, max_body) = &*room;
     let opens_session = request.method() == axum::http::Method::POST
         && !request.headers().contains_key("mcp-session-id");
-    if !opens_session || sessions.room() {
+    let owner = request
+        .extensions()
+        .get::<crate::fair::Principal>()
+        .cloned()
+        .unwrap_or_else(crate::fair::Principal::stdio);
+    if !opens_session {
         return next.run(request).await;
+    }
+    if sessions.room(&owner) {
+        // The session rmcp makes for this request is the opener's.
+        return super::sessions::OPENER
+            .scope(owner, next.run(request))
+            .await;
     }
     let (parts, body) = request.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, *max_body).await else {

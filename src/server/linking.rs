@@ -23,7 +23,20 @@ struct Linked {
     linking: Arc<Linking>,
     sign_in: Arc<SignIn>,
     provider: String,
+    /// Confirmations each client address may try: each costs a token request at the sign-in
+    /// issuer.
+    confirms: crate::fair::Rate,
+    /// Confirmations everyone together may try.
+    all_confirms: std::sync::Mutex<crate::fair::Bucket>,
 }
+
+/// Confirmations all addresses together may try each second, on average, and at once.
+const ALL_CONFIRMS_PER_SECOND: f64 = 10.0;
+const ALL_CONFIRMS_BURST: f64 = 50.0;
+
+/// Confirmations one peer may try each second, on average, and at once.
+const CONFIRMS_PER_SECOND: f64 = 0.5;
+const CONFIRMS_BURST: f64 = 5.0;
 
 /// The name of the cookie that binds a browser to the link it opened: `__Host-` on https,
 /// so that no other host (a sibling subdomain) can plant one.
@@ -42,6 +55,8 @@ pub fn routes(linking: Arc<Linking>, sign_in: Arc<SignIn>, provider: &str) -> Ro
         linking,
         sign_in,
         provider: provider.to_owned(),
+        confirms: crate::fair::Rate::new(CONFIRMS_PER_SECOND, CONFIRMS_BURST),
+        all_confirms: std::sync::Mutex::new(crate::fair::Bucket::full(ALL_CONFIRMS_BURST)),
     });
     Router::new()
         .route("/link/start/{id}", get(start))
@@ -160,8 +175,22 @@ fn with_cookie(mut response: Response, state: &Linked, value: &str) -> Response 
 async fn confirm(
     State(state): State<Arc<Linked>>,
     Query(query): Query<Callback>,
+    peer: Option<axum::Extension<super::client_address::ClientAddress>>,
     headers: HeaderMap,
 ) -> Response {
+    let allowed = peer.is_none_or(|axum::Extension(client)| {
+        state
+            .confirms
+            .allow(&crate::fair::Principal::peer(client.0))
+    }) && crate::lock::lock(&state.all_confirms)
+        .take(ALL_CONFIRMS_PER_SECOND, ALL_CONFIRMS_BURST);
+    if !allowed {
+        return page(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too many tries",
+            "This address tried to confirm too many links just now. Wait a minute, then open the link from your chat again.",
+        );
+    }
     let (Some(id), Some(code)) = (query.state.as_deref(), query.code.as_deref()) else {
         return page(
             StatusCode::BAD_REQUEST,
@@ -307,11 +336,16 @@ async fn callback_page(
 
 /// `DELETE /link` with `Authorization: Bearer <sign-in token>`: forgets the caller's link and
 /// revokes its tokens at the provider.
-async fn unlink(State(state): State<Arc<Linked>>, headers: HeaderMap) -> Response {
+async fn unlink(
+    State(state): State<Arc<Linked>>,
+    peer: Option<axum::Extension<super::client_address::ClientAddress>>,
+    headers: HeaderMap,
+) -> Response {
+    let peer = peer.map(|client| crate::fair::Principal::peer(client.0.0));
     let authorization = headers
         .get(header::AUTHORIZATION)
         .map(|v| v.to_str().unwrap_or("?"));
-    let signed_in = match state.sign_in.check(authorization).await {
+    let signed_in = match state.sign_in.check_from(authorization, peer.as_ref()).await {
         Ok(signed_in) => signed_in,
         Err(refusal) => {
             let (status, challenge, body) = state.sign_in.challenge(&refusal);

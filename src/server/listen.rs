@@ -24,6 +24,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use super::client_address::TrustedProxies;
+use crate::fair::{Principal, ShareLimits, Shares};
 use crate::lock::lock;
 
 /// Connections the overflow lane serves at once, past the cap.
@@ -50,6 +52,9 @@ pub struct ConnectionLimits {
     /// Time a client has to send a request's headers, on a new connection and between the
     /// requests of a kept-alive one.
     pub header_read_timeout: Duration,
+    /// Connections one peer address holds in the main lane (a trusted proxy is not held to
+    /// it): below the cap, what is left stays for the other peers.
+    pub max_per_peer: usize,
 }
 
 /// Connections that have not spoken yet, oldest first, each with what closes it.
@@ -64,12 +69,22 @@ pub async fn serve(
     listener: TcpListener,
     app: Router,
     limits: ConnectionLimits,
+    trusted: Arc<TrustedProxies>,
     shutdown: CancellationToken,
 ) {
     let lanes = Lanes {
         app,
         busy: overflow_app(),
         main: Arc::new(Semaphore::new(limits.max_connections.max(1))),
+        per_peer: Shares::new(
+            "connections",
+            ShareLimits {
+                total: usize::MAX,
+                per_principal: limits.max_per_peer.max(1),
+                reserve: 0,
+            },
+        ),
+        trusted,
         overflow: Arc::new(Semaphore::new(OVERFLOW)),
         header_timeout: limits.header_read_timeout,
     };
@@ -79,8 +94,8 @@ pub async fn serve(
             accepted = listener.accept() => accepted,
             _ = shutdown.cancelled() => return,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(error) => {
                 tracing::warn!(%error, "accept failed; pausing");
                 tokio::time::sleep(ACCEPT_PAUSE).await;
@@ -111,7 +126,7 @@ pub async fn serve(
             };
             lock(&pending).queue.retain(|(other, _)| *other != id);
             if first {
-                lanes.serve(stream, silenced).await;
+                lanes.serve(stream, Peer(peer), silenced).await;
             }
         });
     }
@@ -123,15 +138,38 @@ struct Lanes {
     app: Router,
     busy: Router,
     main: Arc<Semaphore>,
+    /// Main-lane connections per peer address.
+    per_peer: Arc<Shares>,
+    trusted: Arc<TrustedProxies>,
     overflow: Arc<Semaphore>,
     header_timeout: Duration,
 }
 
+/// The address a request's connection came from, in the request's extensions: it tells
+/// callers apart where nothing else does (see `crate::fair::Principal`).
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub std::net::SocketAddr);
+
 impl Lanes {
-    async fn serve(&self, mut stream: TcpStream, shutdown: CancellationToken) {
-        if let Ok(permit) = self.main.clone().try_acquire_owned() {
-            connection(stream, self.app.clone(), self.header_timeout, shutdown).await;
-            drop(permit);
+    async fn serve(&self, mut stream: TcpStream, peer: Peer, shutdown: CancellationToken) {
+        let address = peer.0.ip();
+        // Past its share of the main lane, a peer is served as past the cap: `/healthz`
+        // answers, the rest is told to come back.
+        let share = if self.trusted.trusts(address) {
+            Ok(None)
+        } else {
+            self.per_peer.try_take(&Principal::peer(address)).map(Some)
+        };
+        if share.is_err() {
+            metrics::counter!("sdkbox_refused_total", "why" => "connections_per_peer").increment(1);
+        }
+        let main = share
+            .ok()
+            .and_then(|share| Some((share, self.main.clone().try_acquire_owned().ok()?)));
+        if let Some((share, permit)) = main {
+            let app = self.app.clone().layer(axum::Extension(peer));
+            connection(stream, app, self.header_timeout, shutdown).await;
+            drop((share, permit));
         } else if let Ok(permit) = self.overflow.clone().try_acquire_owned() {
             connection(stream, self.busy.clone(), OVERFLOW_HEADER_TIMEOUT, shutdown).await;
             drop(permit);

@@ -2,6 +2,8 @@
 //! stdio or streamable HTTP (rmcp). Every `execute` runs in the worker pool.
 
 mod approve;
+mod client_address;
+mod fair_http;
 mod http;
 mod lifecycle;
 mod link_ask;
@@ -32,6 +34,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler,
 
 use crate::approval::{Approvals, Caller, Ending, Rule};
 use crate::egress::{Credential, Egress, EgressConfig};
+use crate::fair::{FairQueue, Principal, QueueLimits};
 use crate::sandbox::ExecLimits;
 use crate::sdk::Sdk;
 use crate::search::{DEFAULT_LIMIT, DocsIndex, Filters};
@@ -66,8 +69,9 @@ pub struct Provider {
     pub session_key_header: Option<String>,
     /// The approval rules, channels, chains and audit trail every execution shares.
     pub approvals: Approvals,
-    /// Searches running at once, at most [`MAX_SEARCHES`].
-    pub searches: Arc<tokio::sync::Semaphore>,
+    /// Searches running at once, at most [`MAX_SEARCHES`], handed out in turn between
+    /// callers (see [`search_queue`]).
+    pub searches: Arc<FairQueue>,
     /// The type check scripts pass before they run, when there is a compiler.
     pub typecheck: Option<Arc<crate::typecheck::TypeCheck>>,
 }
@@ -77,6 +81,30 @@ pub const MAX_SEARCHES: usize = 4;
 
 /// How long a search waits for one of the [`MAX_SEARCHES`] before it is told to retry.
 const SEARCH_QUEUE_WAIT: Duration = Duration::from_secs(10);
+
+/// The queue searches wait in: one caller runs at most half of them at once and has at most
+/// eight running and waiting; 64 wait in all, and 16 more from callers with none. A server
+/// with `one_caller` gives it all of them.
+pub fn search_queue(one_caller: bool) -> Arc<FairQueue> {
+    let limits = if one_caller {
+        QueueLimits {
+            slots: MAX_SEARCHES,
+            max_held: MAX_SEARCHES,
+            per_principal: usize::MAX,
+            max_waiting: 64,
+            reserve: 0,
+        }
+    } else {
+        QueueLimits {
+            slots: MAX_SEARCHES,
+            max_held: MAX_SEARCHES / 2,
+            per_principal: 8,
+            max_waiting: 64,
+            reserve: 16,
+        }
+    };
+    FairQueue::new("searches", limits)
+}
 
 /// One MCP session's handler; cheap to clone.
 #[derive(Clone)]
@@ -157,6 +185,7 @@ impl SdkboxServer {
     async fn search_docs(
         &self,
         Parameters(tools::Checked(input)): Parameters<tools::Checked<tools::SearchDocs>>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let filters = Filters {
             method: input.method,
@@ -165,16 +194,20 @@ impl SdkboxServer {
         let limit = input.limit.unwrap_or(DEFAULT_LIMIT);
         let detail = input.detail.unwrap_or_default();
         // A few searches at once: each costs a core and some memory, whoever sends them.
-        let slot = tokio::time::timeout(
-            SEARCH_QUEUE_WAIT,
-            self.provider.searches.clone().acquire_owned(),
-        )
-        .await;
-        let Ok(Ok(_slot)) = slot else {
-            metrics::counter!("sdkbox_refused_total", "why" => "searches_busy").increment(1);
-            return Ok(tools::search_error(
-                "the server is busy with other searches; search again in a few seconds",
-            ));
+        let who = principal(&context);
+        let slot = tokio::time::timeout(SEARCH_QUEUE_WAIT, self.provider.searches.turn(&who)).await;
+        let _slot = match slot {
+            Ok(Ok(slot)) => slot,
+            Ok(Err(refused)) => {
+                metrics::counter!("sdkbox_refused_total", "why" => "searches_busy").increment(1);
+                return Ok(tools::search_error(&format!("busy: {refused}")));
+            }
+            Err(_) => {
+                metrics::counter!("sdkbox_refused_total", "why" => "searches_busy").increment(1);
+                return Ok(tools::search_error(
+                    "busy: the server is busy with other searches; search again in a few seconds",
+                ));
+            }
         };
         // With the embedding model a search is a forward pass (milliseconds of CPU): off the
         // async runtime's threads, which serve every other call meanwhile.
@@ -234,9 +267,16 @@ impl SdkboxServer {
         let caller = self.caller(&context, acting_as, signed_in.as_deref());
         // Checked once the caller is known, before the approval round and the pool: a script
         // with certain errors is not run at all.
+        let who = principal(&context);
         let warnings = match &self.provider.typecheck {
             None => Vec::new(),
-            Some(check) => match check.verdict(&input.code).await {
+            Some(check) => match tokio::select! {
+                // A cancelled call stops waiting for its check.
+                verdict = check.verdict(&input.code, &who) => verdict,
+                _ = context.ct.cancelled() => {
+                    return Err(ErrorData::invalid_params("the call was cancelled", None));
+                }
+            } {
                 crate::typecheck::Verdict::Run(warnings) => {
                     let verdict = if warnings.is_empty() {
                         "clean"
@@ -279,6 +319,7 @@ impl SdkboxServer {
             sdk: Some(self.provider.sdk.clone()),
             gate: round.gate(),
             caller: caller.worker_identity(),
+            principal: who,
         };
         let heartbeat = progress_heartbeat(&context);
         let cancel = self.cancellation(&context);
@@ -394,11 +435,13 @@ impl SdkboxServer {
             let id = parts.headers.get("mcp-session-id")?.to_str().ok()?;
             Some(id.to_owned())
         });
-        approvals.caller(
-            egress.keyed_identity(approvals.key()),
-            session.as_deref(),
-            signed_in.map(SignedIn::who).as_deref(),
-        )
+        approvals
+            .caller(
+                egress.keyed_identity(approvals.key()),
+                session.as_deref(),
+                signed_in.map(SignedIn::who).as_deref(),
+            )
+            .behind(&principal(context))
     }
 
     /// The result of an execution stopped before it ran (the type check, a missing link), in
@@ -530,7 +573,7 @@ impl ServerHandler for SdkboxServer {
             responses: request.input_responses.take(),
         });
         let tool = request.name.to_string();
-        let principal = principal(&context);
+        let principal = principal(&context).to_string();
         let started = std::time::Instant::now();
         let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
         let response = self.tool_router.call(call).await;
@@ -566,21 +609,15 @@ impl ServerHandler for SdkboxServer {
     }
 }
 
-/// Who made a call, for the log: who signed in, else the MCP session (as a short digest: its
-/// id opens it), else the one client of a token or of stdio.
-fn principal(context: &RequestContext<RoleServer>) -> String {
-    let parts = context.extensions.get::<axum::http::request::Parts>();
-    if let Some(who) = parts.and_then(|p| p.extensions.get::<Arc<SignedIn>>()) {
-        return who.who();
-    }
-    match parts.and_then(|p| p.headers.get("mcp-session-id")) {
-        Some(session) => {
-            use sha2::Digest;
-            let digest = sha2::Sha256::digest(session.as_bytes());
-            format!("session {}", crate::hex::hex(&digest[..6]))
-        }
-        None => "the client".to_owned(),
-    }
+/// Who is behind a call, for fairness and the log: what the HTTP transport found (see
+/// `fair_http.rs`); over standard input and output, the one client.
+fn principal(context: &RequestContext<RoleServer>) -> Principal {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Principal>())
+        .cloned()
+        .unwrap_or_else(Principal::stdio)
 }
 
 /// What became of a call, in a word: `ok`, the error's kind, `input_required` or

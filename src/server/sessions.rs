@@ -25,14 +25,23 @@ use rmcp::transport::streamable_http_server::session::{
 use tokio::time::Instant;
 
 use super::shared_sessions::{self, Delivery, Route, Tagged, Tags};
+use crate::fair::Principal;
 use crate::lock::lock;
 use crate::state::StateStore;
 
 /// Letters from other replicas delivered to this one's sessions at once, at most.
 const MAX_DELIVERIES: usize = 256;
 
+tokio::task_local! {
+    /// Who opens the session being made: set around the `initialize` request (see
+    /// `http.rs`), read when rmcp asks for the session.
+    pub static OPENER: Principal;
+}
+
 /// What one session is doing.
 struct Activity {
+    /// Who opened it, when known (not for a session restored from another replica).
+    owner: Option<Principal>,
     /// When it last began or ended a request.
     last: Instant,
     /// Requests it has in flight.
@@ -46,10 +55,11 @@ struct Activity {
 /// its idle time at least, for a store operation a few minutes instead of one a request.
 const KEEP_EVERY: u32 = 10;
 
-/// Sessions, at most `max` at once.
+/// Sessions, at most `max` at once and `per_caller` of one principal.
 pub struct BoundedSessions {
     inner: LocalSessionManager,
     max: usize,
+    per_caller: usize,
     activity: std::sync::Arc<Mutex<HashMap<SessionId, Activity>>>,
     /// Held while a session is made: two made at once would pick the same session to evict
     /// and keep one more than the cap.
@@ -76,14 +86,15 @@ pub enum SessionsError {
 }
 
 impl BoundedSessions {
-    /// At most `max` sessions here; one unused for `idle` expires; other replicas' messages
-    /// come through `state`.
-    pub fn new(max: usize, idle: Duration, state: StateStore) -> Self {
+    /// At most `max` sessions here, `per_caller` of one principal; one unused for `idle`
+    /// expires; other replicas' messages come through `state`.
+    pub fn new(max: usize, per_caller: usize, idle: Duration, state: StateStore) -> Self {
         let mut inner = LocalSessionManager::default();
         inner.session_config.keep_alive = Some(idle);
         Self {
             inner,
             max: max.max(1),
+            per_caller: per_caller.max(1),
             activity: std::sync::Arc::default(),
             creating: tokio::sync::Mutex::new(()),
             tags: Tags::new(state.replica()),
@@ -127,19 +138,22 @@ impl BoundedSessions {
         }
     }
 
-    /// Makes room for one more session here: past the cap, the one idle the longest goes.
-    async fn make_room(&self) -> Result<(), SessionsError> {
-        if let Some(oldest) = self.to_evict()? {
-            tracing::info!(session = %oldest, "the session cap is reached: the session idle the longest is closed");
+    /// Makes room for one more session of `owner` here: past its own cap, its session idle
+    /// the longest goes; past the server's, the one idle the longest of the principal with
+    /// the most sessions (so one that opens many pushes out its own, not the others').
+    async fn make_room(&self, owner: Option<&Principal>) -> Result<(), SessionsError> {
+        if let Some(oldest) = self.to_evict(owner)? {
+            tracing::info!(session = %oldest, "a session cap is reached: a session idle the longest is closed");
             self.close_session(&oldest).await?;
         }
         Ok(())
     }
 
-    fn track(&self, id: &SessionId) {
+    fn track(&self, id: &SessionId, owner: Option<Principal>) {
         lock(&self.activity).insert(
             id.clone(),
             Activity {
+                owner,
                 last: Instant::now(),
                 in_flight: 0,
                 kept: None,
@@ -178,24 +192,48 @@ impl BoundedSessions {
         }
     }
 
-    /// Whether a new session can be made now: below the cap, or with an idle one to evict.
-    pub fn room(&self) -> bool {
+    /// Whether a new session of `owner` can be made now: below the caps, or with an idle
+    /// one to evict.
+    pub fn room(&self, owner: &Principal) -> bool {
         let activity = lock(&self.activity);
+        let own = activity
+            .values()
+            .filter(|a| a.owner.as_ref() == Some(owner));
+        let (count, idle) = own.fold((0, false), |(n, idle), a| (n + 1, idle || a.in_flight == 0));
+        if count >= self.per_caller {
+            return idle;
+        }
         activity.len() < self.max || activity.values().any(|a| a.in_flight == 0)
     }
 
-    /// The session idle the longest, when the cap is reached and one is idle.
-    fn to_evict(&self) -> Result<Option<SessionId>, SessionsError> {
+    /// The session to close for one more of `owner`: its own idle the longest past its cap;
+    /// past the server's cap, the idle one of the principal with the most sessions, idle the
+    /// longest; none below both.
+    fn to_evict(&self, owner: Option<&Principal>) -> Result<Option<SessionId>, SessionsError> {
         let activity = lock(&self.activity);
+        let mut counts: HashMap<Option<&Principal>, usize> = HashMap::new();
+        for a in activity.values() {
+            *counts.entry(a.owner.as_ref()).or_default() += 1;
+        }
+        let idle = activity.iter().filter(|(_, a)| a.in_flight == 0);
+        if let Some(owner) = owner
+            && counts.get(&Some(owner)).copied().unwrap_or(0) >= self.per_caller
+        {
+            return idle
+                .filter(|(_, a)| a.owner.as_ref() == Some(owner))
+                .min_by_key(|(_, a)| a.last)
+                .map(|(id, _)| Some(id.clone()))
+                .ok_or(SessionsError::Full);
+        }
         if activity.len() < self.max {
             return Ok(None);
         }
-        activity
-            .iter()
-            .filter(|(_, a)| a.in_flight == 0)
-            .min_by_key(|(_, a)| a.last)
-            .map(|(id, _)| Some(id.clone()))
-            .ok_or(SessionsError::Full)
+        idle.max_by_key(|(_, a)| {
+            let held = counts.get(&a.owner.as_ref()).copied().unwrap_or(0);
+            (held, std::cmp::Reverse(a.last))
+        })
+        .map(|(id, _)| Some(id.clone()))
+        .ok_or(SessionsError::Full)
     }
 
     fn touch(&self, id: &SessionId, change: isize) {
@@ -251,9 +289,10 @@ impl SessionManager for BoundedSessions {
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         let _one_at_a_time = self.creating.lock().await;
-        self.make_room().await?;
+        let owner = OPENER.try_with(Principal::clone).ok();
+        self.make_room(owner.as_ref()).await?;
         let (id, transport) = self.inner.create_session().await?;
-        self.track(&id);
+        self.track(&id, owner);
         Ok((id, Tagged::new(transport, self.tags.clone())))
     }
 
@@ -262,10 +301,10 @@ impl SessionManager for BoundedSessions {
         id: SessionId,
     ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
         let _one_at_a_time = self.creating.lock().await;
-        self.make_room().await?;
+        self.make_room(None).await?;
         match self.inner.restore_session(id.clone()).await? {
             RestoreOutcome::Restored(transport) => {
-                self.track(&id);
+                self.track(&id, None);
                 tracing::debug!(session = %id, "a session of another replica is served here too");
                 Ok(RestoreOutcome::Restored(Tagged::new(
                     transport,
@@ -352,7 +391,7 @@ mod tests {
     async fn a_used_sessions_records_outlive_its_last_request_by_its_idle_time() {
         let idle = Duration::from_secs(100);
         let state = StateStore::memory("t");
-        let sessions = BoundedSessions::new(3, idle, state.clone());
+        let sessions = BoundedSessions::new(3, 3, idle, state.clone());
         let (id, _transport) = sessions.create_session().await.unwrap();
         let owner = shared_sessions::owner_key(&id);
         state.put(&owner, "someone", idle).await.unwrap();
@@ -385,6 +424,7 @@ mod tests {
     async fn sessions_made_at_once_keep_to_the_cap() {
         let sessions = std::sync::Arc::new(BoundedSessions::new(
             3,
+            3,
             Duration::from_secs(600),
             StateStore::memory("t"),
         ));
@@ -400,5 +440,40 @@ mod tests {
             }
             assert!(lock(&sessions.activity).len() <= 3);
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_caller_that_opens_many_sessions_pushes_out_its_own_not_the_others() {
+        let sessions =
+            BoundedSessions::new(4, 2, Duration::from_secs(600), StateStore::memory("t"));
+        let quiet = Principal::peer([127, 0, 0, 1].into());
+        let noisy = Principal::peer([127, 0, 0, 2].into());
+        let open = |who: &Principal| OPENER.scope(who.clone(), sessions.create_session());
+        let (quiet_one, _a) = open(&quiet).await.unwrap();
+        let (quiet_two, _b) = open(&quiet).await.unwrap();
+        let mut kept = Vec::new();
+        for _ in 0..50 {
+            kept.push(open(&noisy).await.unwrap());
+        }
+        let held = |who: &Principal| {
+            lock(&sessions.activity)
+                .values()
+                .filter(|a| a.owner.as_ref() == Some(who))
+                .count()
+        };
+        assert_eq!(held(&noisy), 2, "the noisy caller keeps to its share");
+        assert!(lock(&sessions.activity).contains_key(&quiet_one));
+        assert!(lock(&sessions.activity).contains_key(&quiet_two));
+        // Its share busy, the noisy caller gets no room; the quiet one still does.
+        let busy: Vec<SessionId> = lock(&sessions.activity)
+            .iter()
+            .filter(|(_, a)| a.owner.as_ref() == Some(&noisy))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &busy {
+            sessions.touch(id, 1);
+        }
+        assert!(!sessions.room(&noisy));
+        assert!(sessions.room(&Principal::peer([127, 0, 0, 3].into())));
     }
 }

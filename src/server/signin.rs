@@ -91,11 +91,15 @@ pub async fn require_sign_in(
     next: Next,
 ) -> Response {
     let sign_in = &guard.sign_in;
+    let peer = request
+        .extensions()
+        .get::<super::client_address::ClientAddress>()
+        .map(|client| crate::fair::Principal::peer(client.0));
     let authorization = request
         .headers()
         .get(header::AUTHORIZATION)
         .map(|v| v.to_str().unwrap_or("?"));
-    let signed_in = match sign_in.check(authorization).await {
+    let signed_in = match sign_in.check_from(authorization, peer.as_ref()).await {
         Ok(signed_in) => signed_in,
         Err(refusal) => {
             let (status, challenge, body) = sign_in.challenge(&refusal);

@@ -2,7 +2,10 @@
 //! client of its own. Answers are cached briefly by the token's digest (never the token
 //! itself), valid and refused ones apart, each bounded in number; few introspections run at
 //! once and few new ones start each second, so a flood of made-up tokens costs the issuer a
-//! bounded trickle of requests and evicts no valid token's answer. When the issuer cannot
+//! bounded trickle of requests and evicts no valid token's answer. New tokens are limited per
+//! presenting peer as well as in all, and a token accepted within the hour is checked again
+//! from a budget of its own, so that made-up tokens from one peer lock out neither new users
+//! nor users whose answer has run out. When the issuer cannot
 //! answer (busy, down, over the rate), the client is told to retry (503), never that its
 //! token is bad: a client that hears `invalid_token` throws its token away.
 
@@ -20,6 +23,7 @@ use url::Url;
 use super::fetch::read_json;
 use super::settings::SignInSettings;
 use super::{Invalid, Refusal, SignedIn};
+use crate::fair::{Bucket, Principal, Rate};
 use crate::lock::lock;
 
 /// How long an introspection's answer is used (at most until the token expires).
@@ -34,6 +38,13 @@ const AT_ONCE: usize = 8;
 /// New introspections that may start each second, on average, and at once after a pause.
 const PER_SECOND: f64 = 20.0;
 const BURST: f64 = 40.0;
+
+/// New introspections one peer may start each second, on average, and at once.
+const PER_PEER_PER_SECOND: f64 = 2.0;
+const PER_PEER_BURST: f64 = 5.0;
+
+/// How long a token accepted once is checked again from its own budget.
+const KNOWN_FOR: Duration = Duration::from_secs(3_600);
 
 /// How long a token waits for one of those.
 const QUEUE_WAIT: Duration = Duration::from_secs(10);
@@ -50,7 +61,13 @@ pub(super) struct Introspection {
     refused: Mutex<HashMap<[u8; 32], Cached>>,
     running: Semaphore,
     /// The token bucket of new introspections: what is left, and when it was last filled.
-    bucket: Mutex<(f64, Instant)>,
+    bucket: Mutex<Bucket>,
+    /// Each peer's rate of new introspections.
+    peers: Rate,
+    /// The bucket of tokens accepted within [`KNOWN_FOR`], checked again.
+    known_bucket: Mutex<Bucket>,
+    /// Digests of tokens accepted, until when they count as known.
+    known: Mutex<HashMap<[u8; 32], Instant>>,
 }
 
 impl Introspection {
@@ -67,12 +84,21 @@ impl Introspection {
             accepted: Mutex::default(),
             refused: Mutex::default(),
             running: Semaphore::new(AT_ONCE),
-            bucket: Mutex::new((BURST, Instant::now())),
+            bucket: Mutex::new(Bucket::full(BURST)),
+            peers: Rate::new(PER_PEER_PER_SECOND, PER_PEER_BURST),
+            known_bucket: Mutex::new(Bucket::full(BURST)),
+            known: Mutex::default(),
         }
     }
 
-    /// Checks an opaque token: active, for this server's audience and issuer, not expired.
-    pub async fn check(&self, token: &str, settings: &SignInSettings) -> Result<SignedIn, Refusal> {
+    /// Checks an opaque token presented by `from` (a peer; `None` for sdkbox's own checks):
+    /// active, for this server's audience and issuer, not expired.
+    pub async fn check(
+        &self,
+        token: &str,
+        settings: &SignInSettings,
+        from: Option<&Principal>,
+    ) -> Result<SignedIn, Refusal> {
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         if let Some(known) = self.cached(&digest) {
             return known.map_err(Refusal::Invalid);
@@ -83,7 +109,7 @@ impl Introspection {
                     .into(),
             )
         };
-        if !self.take_from_bucket() {
+        if !self.budget(&digest, from) {
             return Err(busy());
         }
         let Ok(Ok(_slot)) = tokio::time::timeout(QUEUE_WAIT, self.running.acquire()).await else {
@@ -107,6 +133,9 @@ impl Introspection {
             }
         };
         let (result, until) = judge(&answer, settings);
+        if result.is_ok() {
+            self.remember(digest);
+        }
         let keep = Instant::now() + CACHE_FOR.min(until.unwrap_or(CACHE_FOR));
         let cache = match result {
             Ok(_) => &self.accepted,
@@ -134,18 +163,32 @@ impl Introspection {
             })
     }
 
-    /// Takes one new introspection from the bucket, if there is one.
-    fn take_from_bucket(&self) -> bool {
-        let mut bucket = lock(&self.bucket);
-        let now = Instant::now();
-        let (left, filled) = *bucket;
-        let left = (left + now.duration_since(filled).as_secs_f64() * PER_SECOND).min(BURST);
-        *bucket = (left - 1.0, now);
-        if left < 1.0 {
-            bucket.0 = left;
+    /// Takes one introspection from the budget this token draws on: a token accepted within
+    /// [`KNOWN_FOR`] from its own; a new one from its peer's and then everyone's.
+    fn budget(&self, digest: &[u8; 32], from: Option<&Principal>) -> bool {
+        let known = lock(&self.known)
+            .get(digest)
+            .is_some_and(|until| *until > Instant::now());
+        if known {
+            return lock(&self.known_bucket).take(PER_SECOND, BURST);
+        }
+        if from.is_some_and(|peer| !self.peers.allow(peer)) {
             return false;
         }
-        true
+        lock(&self.bucket).take(PER_SECOND, BURST)
+    }
+
+    /// Remembers a token as accepted, for its later checks' budget.
+    fn remember(&self, digest: [u8; 32]) {
+        let mut known = lock(&self.known);
+        let now = Instant::now();
+        if known.len() >= MAX_CACHED {
+            known.retain(|_, until| *until > now);
+            if known.len() >= MAX_CACHED {
+                known.clear();
+            }
+        }
+        known.insert(digest, now + KNOWN_FOR);
     }
 }
 
@@ -257,20 +300,34 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn new_introspections_are_rate_limited() {
+    async fn new_tokens_are_limited_per_peer_and_in_all_and_known_tokens_have_their_own_budget() {
         let introspection = Introspection::new(
             reqwest::Client::new(),
             Url::parse("https://idp.example.com/introspect").unwrap(),
             "rs".into(),
             "s".into(),
         );
+        let peer = |n: u8| Principal::peer(std::net::IpAddr::from([10, 0, 0, n]));
+        let made_up = |n: u32| -> [u8; 32] { Sha256::digest(n.to_le_bytes()).into() };
+        // One peer's flood of made-up tokens: its burst, then nothing.
         let taken = (0..100)
-            .filter(|_| introspection.take_from_bucket())
+            .filter(|n| introspection.budget(&made_up(*n), Some(&peer(1))))
             .count();
-        assert_eq!(taken, BURST as usize);
+        assert_eq!(taken, PER_PEER_BURST as usize);
+        // Another peer's new user still gets in.
+        assert!(introspection.budget(&made_up(1_000), Some(&peer(2))));
+        // Everyone's bucket bounds many peers together.
+        let taken = (3..=100)
+            .filter(|n| introspection.budget(&made_up(2_000 + *n as u32), Some(&peer(*n))))
+            .count();
+        assert_eq!(taken, BURST as usize - PER_PEER_BURST as usize - 1);
+        // A token accepted before is checked again from its own budget, whoever flooded.
+        let known = made_up(9_999);
+        introspection.remember(known);
+        assert!(introspection.budget(&known, Some(&peer(1))));
         tokio::time::advance(Duration::from_secs(1)).await;
         let taken = (0..100)
-            .filter(|_| introspection.take_from_bucket())
+            .filter(|n| introspection.budget(&made_up(5_000 + n), None))
             .count();
         assert_eq!(taken, PER_SECOND as usize);
     }

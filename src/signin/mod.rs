@@ -202,6 +202,16 @@ impl SignIn {
 
     /// Checks a request's `Authorization` header: who it is, or why it is refused.
     pub async fn check(&self, authorization: Option<&str>) -> Result<SignedIn, Refusal> {
+        self.check_from(authorization, None).await
+    }
+
+    /// [`Self::check`] for a request from `from` (its peer): opaque tokens are introspected
+    /// within that peer's share.
+    pub async fn check_from(
+        &self,
+        authorization: Option<&str>,
+        from: Option<&crate::fair::Principal>,
+    ) -> Result<SignedIn, Refusal> {
         let Some(value) = authorization else {
             return Err(Refusal::NoToken);
         };
@@ -221,7 +231,7 @@ impl SignIn {
             (true, Some(keys), _) => jwt::check(token, &self.settings, keys)
                 .await
                 .map_err(Refusal::Invalid),
-            (_, _, Some(introspection)) => introspection.check(token, &self.settings).await,
+            (_, _, Some(introspection)) => introspection.check(token, &self.settings, from).await,
             (true, None, None) | (false, _, None) => Err(Refusal::Invalid(Invalid(
                 "the access token is not a JWT this server can verify".into(),
             ))),

@@ -1,4 +1,4 @@
-//! The one TypeScript 7 compiler a server keeps, in LSP mode (`tsc --lsp --stdio`), preloaded
+//! A TypeScript 7 compiler a server keeps (it keeps a few, see `mod.rs`), in LSP mode (`tsc --lsp --stdio`), preloaded
 //! with the SDK's declarations: each check opens the script as an in-memory document, pulls
 //! its diagnostics and closes it, so checks run concurrently in one process. The compiler is
 //! started again when it has died, and killed and restarted when a check overruns its
@@ -110,14 +110,13 @@ impl Checker {
         self.diagnostics_within(text, self.deadline).await
     }
 
-    async fn diagnostics_within(
+    /// The diagnostics of `text`, within `deadline`.
+    pub async fn diagnostics_within(
         &self,
         text: &str,
         deadline: Duration,
     ) -> Result<Vec<Diagnostic>, Unchecked> {
-        metrics::gauge!("sdkbox_typecheck_waiting").increment(1.0);
         let _turn = self.one_at_a_time.lock().await;
-        metrics::gauge!("sdkbox_typecheck_waiting").decrement(1.0);
         let connection = self.connection().await?;
         let n = self.documents.fetch_add(1, Ordering::Relaxed);
         // Not guessable either: no document names another.

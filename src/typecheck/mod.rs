@@ -15,15 +15,37 @@ pub use checker::{Checker, Diagnostic, Unchecked};
 pub use document::Document;
 
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::fair::{FairQueue, Principal, QueueLimits};
+use crate::lock::lock;
 
 use crate::sdk::Sdk;
 
 use crate::sandbox::{ErrorKind, ExecError};
 
-/// How long one check may take before the run goes ahead unchecked.
+/// How long one check may take, its wait for a compiler included, before the run goes ahead
+/// unchecked.
 pub const CHECK_DEADLINE: Duration = Duration::from_secs(2);
+
+/// Checks one principal may have running and waiting together; past it, its next runs
+/// unchecked, with a warning.
+const CHECKS_PER_PRINCIPAL: usize = 4;
+
+/// The least time a check is started with; with less left after its wait, the code runs
+/// unchecked instead (the compiler would overrun, and be restarted).
+const MIN_CHECK_TIME: Duration = Duration::from_millis(500);
+
+/// Checks waiting for a compiler, by everyone.
+const MAX_WAITING_CHECKS: usize = 256;
+
+/// Compilers run by default: one per core, at most four (each holds 40-110 MiB).
+pub fn default_compilers() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4)
+}
 
 /// The largest script checked: the compiler's time grows faster than the code (0.65 s for
 /// 100 KB, 6.4 s for 400 KB).
@@ -76,22 +98,86 @@ pub enum Verdict {
     Stop(ExecError),
 }
 
+/// The compilers a server checks with, handed out in turn between principals.
+struct Checkers {
+    all: Vec<Checker>,
+    /// The indexes of the compilers no check holds.
+    free: Mutex<Vec<usize>>,
+    queue: Arc<FairQueue>,
+}
+
+impl Checkers {
+    /// Starts `count` compilers at once; those that start are used.
+    async fn start(
+        tsc: &Path,
+        declarations: &str,
+        count: usize,
+        per_principal: usize,
+    ) -> Result<Self, Unchecked> {
+        let started = futures_util::future::join_all(
+            (0..count.max(1)).map(|_| Checker::start(tsc, declarations, CHECK_DEADLINE)),
+        )
+        .await;
+        let mut all = Vec::new();
+        let mut why = None;
+        for checker in started {
+            match checker {
+                Ok(checker) => all.push(checker),
+                Err(error) => why = Some(error),
+            }
+        }
+        if all.is_empty() {
+            return Err(why.unwrap_or_else(|| Unchecked("no compiler started".into())));
+        }
+        if let Some(Unchecked(why)) = why {
+            tracing::warn!(started = all.len(), "not every type checker started: {why}");
+        }
+        let slots = all.len();
+        Ok(Self {
+            free: Mutex::new((0..slots).collect()),
+            queue: FairQueue::new(
+                "type checks",
+                QueueLimits {
+                    slots,
+                    max_held: slots,
+                    per_principal,
+                    max_waiting: MAX_WAITING_CHECKS,
+                    reserve: MAX_WAITING_CHECKS / 4,
+                },
+            ),
+            all,
+        })
+    }
+}
+
 /// A server's type check.
 pub struct TypeCheck {
     mode: Mode,
-    /// Unset while the compiler downloads; then the running checker, or why there is none.
-    checker: Arc<OnceLock<Result<Checker, Unchecked>>>,
+    /// Unset while the compiler downloads; then the running checkers, or why there are none.
+    checker: Arc<OnceLock<Result<Checkers, Unchecked>>>,
     /// The SDK the declarations were made from: a name it resolves (a spelling an official
     /// SDK uses) is no error, whatever the declarations say.
     sdk: Arc<Sdk>,
 }
 
 impl TypeCheck {
-    /// The check in `mode` with the compiler [`compiler::locate`] finds, preloaded with the
-    /// SDK's declarations; `None`, with one warning saying why, when the mode is off or no
-    /// compiler can be had. When the pinned compiler must be downloaded first, that happens
-    /// in the background and scripts run unchecked, with a note, until it is ready.
-    pub async fn start(mode: Mode, tsc: Option<&Path>, sdk: Arc<Sdk>) -> Option<Self> {
+    /// The check in `mode` with `compilers` copies of the compiler [`compiler::locate`]
+    /// finds, each preloaded with the SDK's declarations; `None`, with one warning saying why,
+    /// when the mode is off or no compiler can be had. When the pinned compiler must be
+    /// downloaded first, that happens in the background and scripts run unchecked, with a
+    /// note, until it is ready.
+    pub async fn start(
+        mode: Mode,
+        tsc: Option<&Path>,
+        sdk: Arc<Sdk>,
+        fairness: &crate::fair::Fairness,
+    ) -> Option<Self> {
+        let compilers = fairness.typecheck_compilers;
+        let per_principal = if fairness.one_caller {
+            usize::MAX
+        } else {
+            CHECKS_PER_PRINCIPAL
+        };
         if mode == Mode::Off {
             return None;
         }
@@ -99,7 +185,7 @@ impl TypeCheck {
         let checker = Arc::new(OnceLock::new());
         match compiler::locate(tsc) {
             compiler::Located::Ready(tsc) => {
-                let started = Checker::start(&tsc, &declarations, CHECK_DEADLINE).await;
+                let started = Checkers::start(&tsc, &declarations, compilers, per_principal).await;
                 if let Err(Unchecked(why)) = &started {
                     eprintln!("sdkbox: warning: the type check is off: {why}");
                     return None;
@@ -121,7 +207,9 @@ impl TypeCheck {
                 tokio::spawn(async move {
                     let started =
                         match compiler::download(&package, &dir, &compiler::registry()).await {
-                            Ok(tsc) => Checker::start(&tsc, &declarations, CHECK_DEADLINE).await,
+                            Ok(tsc) => {
+                                Checkers::start(&tsc, &declarations, compilers, per_principal).await
+                            }
                             Err(error) => Err(error),
                         };
                     match &started {
@@ -146,17 +234,23 @@ impl TypeCheck {
         }
     }
 
-    /// Checks `code`. Code the sandbox refuses anyway (too large, nested too deeply) is not
-    /// checked; deeply nested code is parsed on a thread with room for its recursion.
-    pub async fn verdict(&self, code: &str) -> Verdict {
+    /// Checks `code` for `who`. Code the sandbox refuses anyway (too large, nested too
+    /// deeply) is not checked; deeply nested code is parsed on a thread with room for its
+    /// recursion. Compilers are handed out in turn between principals; the wait counts
+    /// toward the deadline, and a check that cannot start in time lets the code run
+    /// unchecked, with a warning; so does a check past its principal's
+    /// [`CHECKS_PER_PRINCIPAL`] (a caller cannot hold the checkers from the others, and
+    /// gains nothing: unchecked code runs in the same sandbox).
+    pub async fn verdict(&self, code: &str, who: &Principal) -> Verdict {
+        let started = Instant::now();
         if code.len() > crate::sandbox::MAX_CODE_BYTES || code.len() > MAX_CHECKED_BYTES {
             return Verdict::Run(vec![
                 "not type-checked: the code is larger than the check takes".into(),
             ]);
         }
         // Nothing is parsed for a check that cannot run yet.
-        let checker = match self.checker.get() {
-            Some(Ok(checker)) => checker,
+        let checkers = match self.checker.get() {
+            Some(Ok(checkers)) => checkers,
             Some(Err(_)) => return Verdict::Run(Vec::new()),
             None => {
                 return Verdict::Run(vec![
@@ -183,7 +277,54 @@ impl TypeCheck {
         let Ok(Some(document)) = built else {
             return Verdict::Run(vec!["not type-checked: the code could not be read".into()]);
         };
-        let diagnostics = match checker.diagnostics(&document.text).await {
+        metrics::gauge!("sdkbox_typecheck_waiting").increment(1.0);
+        let waited =
+            tokio::time::timeout_at((started + CHECK_DEADLINE).into(), checkers.queue.turn(who))
+                .await;
+        metrics::gauge!("sdkbox_typecheck_waiting").decrement(1.0);
+        let turn = match waited {
+            Ok(Ok(turn)) => turn,
+            Ok(Err(refused)) => {
+                metrics::counter!("sdkbox_refused_total", "why" => "typecheck").increment(1);
+                return Verdict::Run(vec![format!("not type-checked: {refused}")]);
+            }
+            Err(_) => {
+                return Verdict::Run(vec![format!(
+                    "not type-checked: every type checker was busy for {} ms",
+                    CHECK_DEADLINE.as_millis()
+                )]);
+            }
+        };
+        let remaining = CHECK_DEADLINE.saturating_sub(started.elapsed());
+        if remaining < MIN_CHECK_TIME {
+            // Too little left to check: a compiler is not given a deadline it must overrun
+            // (and be restarted for).
+            return Verdict::Run(vec![format!(
+                "not type-checked: the type checkers were busy for {} ms",
+                started.elapsed().as_millis()
+            )]);
+        }
+        // On a task of its own: a call cancelled meanwhile stops waiting for it, but the
+        // compiler finishes (its document closed) and goes back to the others.
+        let all = self.checker.clone();
+        let text = document.text.clone();
+        let checked = tokio::spawn(async move {
+            let _turn = turn;
+            let Some(Ok(checkers)) = all.get() else {
+                return Err(Unchecked("the type check is gone".into()));
+            };
+            let Some(index) = lock(&checkers.free).pop() else {
+                return Err(Unchecked("no type checker was free".into()));
+            };
+            let checked = checkers.all[index]
+                .diagnostics_within(&text, remaining)
+                .await;
+            lock(&checkers.free).push(index);
+            checked
+        })
+        .await
+        .unwrap_or_else(|e| Err(Unchecked(format!("the check failed: {e}"))));
+        let diagnostics = match checked {
             Ok(diagnostics) => diagnostics,
             Err(Unchecked(why)) => {
                 return Verdict::Run(vec![format!("not type-checked: {why}")]);

@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::PoolError;
@@ -19,6 +18,7 @@ use super::scratch;
 use crate::approval::Gate;
 use crate::deadline::Deadline;
 use crate::egress::Egress;
+use crate::fair::{FairQueue, Principal, QueueLimits};
 use crate::sandbox::{ErrorKind, ExecError, ExecLimits, Gateway, Outcome, Report, execute_with};
 use crate::sdk::Sdk;
 
@@ -31,6 +31,12 @@ pub struct PoolConfig {
     pub workers: usize,
     /// Calls that may wait for a worker; beyond that, calls fail at once as `busy`.
     pub queue: usize,
+    /// Executions one caller (see `crate::fair::Principal`) runs at once; past it, its
+    /// calls wait while workers stay free for the others.
+    pub max_running_per_caller: usize,
+    /// Calls one caller has running and waiting together; past it, its calls fail at once
+    /// as `busy`, so that one caller cannot fill the queue.
+    pub max_calls_per_caller: usize,
     /// Whether to keep one worker more than `workers` started, so that recycling and
     /// crashes add no start-up latency.
     pub spare: bool,
@@ -49,12 +55,15 @@ pub struct PoolConfig {
 
 impl PoolConfig {
     /// Defaults for a pool of this very binary with runtimes of `memory_bytes`: two workers
-    /// and a spare, 16 waiting calls, recycling after 100 runs or 512 MiB, 1 s of grace.
+    /// and a spare, 16 waiting calls, no per-caller bound (the server sets those), recycling
+    /// after 100 runs or 512 MiB, 1 s of grace.
     pub fn for_this_binary(memory_bytes: usize) -> std::io::Result<Self> {
         Ok(Self {
             exe: std::env::current_exe()?,
             workers: 2,
             queue: 16,
+            max_running_per_caller: usize::MAX,
+            max_calls_per_caller: usize::MAX,
             spare: true,
             max_runs: 100,
             max_rss_bytes: 512 * 1024 * 1024,
@@ -89,6 +98,8 @@ pub struct Target {
     pub gate: Arc<Gate>,
     /// Who runs it (see `approval::Caller::worker_identity`): a worker serves one caller only.
     pub caller: u64,
+    /// Who is behind it, for a fair share of the workers.
+    pub principal: Principal,
 }
 
 /// Runs executions in worker processes. Cheap to clone.
@@ -99,8 +110,8 @@ pub struct Pool {
 
 struct Inner {
     config: PoolConfig,
-    admission: Semaphore,
-    slots: Semaphore,
+    /// Workers handed out in turn between callers, the queue bounded per caller and in all.
+    slots: Arc<FairQueue>,
     /// Idle workers, oldest release first: the longer a worker has been idle, the surer its
     /// next runtime is prepared.
     idle: Mutex<VecDeque<WorkerProcess>>,
@@ -128,8 +139,19 @@ impl Pool {
         };
         let inner = Arc::new(Inner {
             snapshot,
-            admission: Semaphore::new(config.workers + config.queue),
-            slots: Semaphore::new(config.workers),
+            slots: FairQueue::new(
+                "executions",
+                QueueLimits {
+                    slots: config.workers,
+                    max_held: config
+                        .max_running_per_caller
+                        .clamp(1, config.workers.max(1)),
+                    per_principal: config.max_calls_per_caller.max(1),
+                    max_waiting: config.queue,
+                    // Room for callers with nothing running or waiting, past a full queue.
+                    reserve: config.queue / 2,
+                },
+            ),
             idle: Mutex::new(VecDeque::new()),
             live: AtomicUsize::new(0),
             pids: Mutex::new(Vec::new()),
@@ -161,7 +183,7 @@ impl Pool {
             cancel,
             |gateway, cancel, deadline| async move {
                 self.inner
-                    .run(code, limits, &gateway, &cancel, deadline, target.caller)
+                    .run(code, limits, &gateway, &cancel, deadline, target)
                     .await
             },
         )
@@ -231,22 +253,22 @@ impl Inner {
         gateway: &Arc<Gateway>,
         cancel: &CancellationToken,
         deadline: Deadline,
-        identity: u64,
+        target: &Target,
     ) -> Report {
-        let Ok(_admitted) = self.admission.try_acquire() else {
-            metrics::counter!("sdkbox_refused_total", "why" => "busy").increment(1);
-            return Report::failed(ExecError::new(
-                ErrorKind::Busy,
-                format!(
-                    "the server is busy: {} executions are running and {} waiting; try again shortly",
-                    self.config.workers, self.config.queue
-                ),
-            ));
-        };
+        let identity = target.caller;
         let _slot = tokio::select! {
-            slot = self.slots.acquire() => match slot {
+            slot = self.slots.turn(&target.principal) => match slot {
                 Ok(slot) => slot,
-                Err(_) => return Report::failed(ExecError::new(ErrorKind::Internal, "the pool is shut down")),
+                Err(refused) => {
+                    metrics::counter!("sdkbox_refused_total", "why" => "busy").increment(1);
+                    return Report::failed(ExecError::new(
+                        ErrorKind::Busy,
+                        format!(
+                            "the server is busy: {refused} ({} sandboxes run at once, {} calls may wait); try again shortly",
+                            self.config.workers, self.config.queue
+                        ),
+                    ));
+                }
             },
             _ = cancel.cancelled() => return Report::failed(crate::sandbox::cancelled_error()),
             _ = deadline.reached(Duration::ZERO) => {

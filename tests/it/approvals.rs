@@ -476,6 +476,7 @@ async fn a_worker_waits_for_the_human_without_running_out_of_time() {
         sdk: Some(demo.sdk.clone()),
         gate: demo.gate(&code, Some(yes), false).await,
         caller: 1,
+        principal: sdkbox::fair::Principal::stdio(),
     };
     let outcome = pool
         .execute(&target, &code, &quick(1_000), CancellationToken::new())

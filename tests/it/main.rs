@@ -18,6 +18,7 @@ mod conformance;
 mod demo;
 mod deploy;
 mod egress;
+mod fairness;
 mod golden;
 mod hostile;
 mod hostile_provider;

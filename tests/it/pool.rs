@@ -52,6 +52,7 @@ async fn pool_with(config: PoolConfig, base: &Url) -> Fixture {
         target: Target {
             gate: open_gate(&egress),
             caller: egress.identity(),
+            principal: sdkbox::fair::Principal::stdio(),
             egress,
             sdk: None,
         },
@@ -378,6 +379,7 @@ async fn a_worker_serves_one_caller_only() {
     let other = Target {
         gate: open_gate(&other_egress),
         caller: other_egress.identity(),
+        principal: sdkbox::fair::Principal::stdio(),
         egress: other_egress,
         sdk: None,
     };

@@ -281,3 +281,49 @@ fn oversized_queries_are_refused_and_the_largest_accepted_still_answers() {
         .unwrap();
     assert!(results.hits.is_empty() && results.hint.is_some());
 }
+
+#[test]
+fn filters_longer_than_any_group_are_refused_before_they_are_compared_and_hints_are_bounded() {
+    let docs = demo();
+    let huge = Filters {
+        method: None,
+        group: Some("zone".repeat(500_000)),
+    };
+    let started = std::time::Instant::now();
+    let error = docs
+        .search("list orders", 5, Detail::Compact, &huge)
+        .unwrap_err();
+    assert!(started.elapsed() < std::time::Duration::from_millis(200));
+    assert!(error.is_query());
+    let said = error.to_string();
+    assert!(
+        said.contains("`group` filter is 2000000 bytes long"),
+        "{said}"
+    );
+    assert!(
+        said.len() < 400,
+        "the error repeats the filter: {}",
+        said.len()
+    );
+    let method = Filters {
+        method: Some("GET".repeat(100)),
+        group: None,
+    };
+    assert!(
+        docs.search("list orders", 5, Detail::Compact, &method)
+            .unwrap_err()
+            .to_string()
+            .contains("`method` filter")
+    );
+    // A filter of a group that is not there, as long as is accepted: one hint, bounded.
+    let unknown = Filters {
+        method: None,
+        group: Some("z".repeat(sdkbox::search::MAX_GROUP_BYTES)),
+    };
+    let results = docs
+        .search("list orders", 5, Detail::Compact, &unknown)
+        .unwrap();
+    let hint = results.hint.unwrap();
+    assert!(hint.contains("there is no group"), "{hint}");
+    assert!(hint.chars().count() <= 1_000 + 20, "{}", hint.len());
+}

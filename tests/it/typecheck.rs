@@ -38,16 +38,22 @@ async fn the_blind_set_is_stopped_where_types_see_it_and_correct_code_runs() {
         let Some(path) = path else { return };
         let spec = sdkbox::spec::load(path.to_str().unwrap()).await.unwrap();
         let sdk = Arc::new(sdkbox::sdk::Sdk::new(Arc::new(spec.api)));
-        let check = TypeCheck::start(Mode::Block, Some(&tsc), sdk)
-            .await
-            .expect("the checker starts");
+        let check = TypeCheck::start(
+            Mode::Block,
+            Some(&tsc),
+            sdk,
+            &sdkbox::fair::Fairness::default(),
+        )
+        .await
+        .expect("the checker starts");
         let row = table.entry(name).or_default();
         for entry in entries.iter().filter(|e| e["spec"] == name) {
             let code = entry["code"].as_str().unwrap();
-            let (stopped, warned) = match check.verdict(code).await {
-                Verdict::Stop(error) => (Some(error.message), false),
-                Verdict::Run(warnings) => (None, !warnings.is_empty()),
-            };
+            let (stopped, warned) =
+                match check.verdict(code, &sdkbox::fair::Principal::stdio()).await {
+                    Verdict::Stop(error) => (Some(error.message), false),
+                    Verdict::Run(warnings) => (None, !warnings.is_empty()),
+                };
             let column = match (entry["kind"].as_str(), entry["types_can_see"].as_bool()) {
                 (Some("correct"), _) => 4,
                 (_, Some(true)) => 0,
@@ -154,9 +160,14 @@ async fn valid_code_is_never_stopped_and_scripts_cannot_read_files_through_the_c
         .await
         .unwrap();
     let sdk = Arc::new(sdkbox::sdk::Sdk::new(Arc::new(spec.api)));
-    let check = TypeCheck::start(Mode::Block, Some(&tsc), sdk)
-        .await
-        .unwrap();
+    let check = TypeCheck::start(
+        Mode::Block,
+        Some(&tsc),
+        sdk,
+        &sdkbox::fair::Fairness::default(),
+    )
+    .await
+    .unwrap();
     let valid = [
         "const filter = { status: \"paid\" }; return api.orders.list(filter);",
         "const out = []; for (const status of [\"paid\", \"pending\"]) out.push(await api.orders.list({ status })); return out;",
@@ -169,7 +180,10 @@ async fn valid_code_is_never_stopped_and_scripts_cannot_read_files_through_the_c
     ];
     for code in valid {
         assert!(
-            matches!(check.verdict(code).await, Verdict::Run(_)),
+            matches!(
+                check.verdict(code, &sdkbox::fair::Principal::stdio()).await,
+                Verdict::Run(_)
+            ),
             "stopped: {code}"
         );
     }
@@ -186,13 +200,21 @@ async fn valid_code_is_never_stopped_and_scripts_cannot_read_files_through_the_c
         ),
         format!("/// <reference path=\"{}\" />\nreturn 1;", file.display()),
     ] {
-        let said = format!("{:?}", check.verdict(&code).await);
+        let said = format!(
+            "{:?}",
+            check
+                .verdict(&code, &sdkbox::fair::Principal::stdio())
+                .await
+        );
         assert!(!said.contains("SECRET123"), "{code}: {said}");
     }
     // Entry functions take the SDK as a parameter: it is checked as the SDK, and positions
     // are the model's own.
     let module = "export default async function main(api) {\n  return api.customers.lst();\n}";
-    let Verdict::Stop(error) = check.verdict(module).await else {
+    let Verdict::Stop(error) = check
+        .verdict(module, &sdkbox::fair::Principal::stdio())
+        .await
+    else {
         panic!("an entry function's api went unchecked");
     };
     let column = module.lines().nth(1).unwrap().find("lst").unwrap() as u32 + 1;
@@ -202,12 +224,25 @@ async fn valid_code_is_never_stopped_and_scripts_cannot_read_files_through_the_c
         "{error:?}"
     );
     let valid_entry = "async function run(api) { return api.orders.list({ status: \"paid\" }); }";
-    assert_eq!(check.verdict(valid_entry).await, Verdict::Run(Vec::new()));
+    assert_eq!(
+        check
+            .verdict(valid_entry, &sdkbox::fair::Principal::stdio())
+            .await,
+        Verdict::Run(Vec::new())
+    );
     // A document checked before is closed and unguessable: nothing of it reaches another.
     let _ = check
-        .verdict("return { note: \"private note 4242\" };")
+        .verdict(
+            "return { note: \"private note 4242\" };",
+            &sdkbox::fair::Principal::stdio(),
+        )
         .await;
     let probe = "return api.customers.list(null as unknown as Awaited<ReturnType<typeof import(\"./check_0\")[\"default\"]>>);";
-    let said = format!("{:?}", check.verdict(probe).await);
+    let said = format!(
+        "{:?}",
+        check
+            .verdict(probe, &sdkbox::fair::Principal::stdio())
+            .await
+    );
     assert!(!said.contains("4242"), "{said}");
 }
