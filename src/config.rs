@@ -455,7 +455,12 @@ impl ProviderFile {
         if let Some(workers) = loaded.workers {
             pool_config.workers = workers.max(1);
         }
-        pool_config.max_running_per_caller = fairness.executions_per_caller;
+        // Unless set, one caller runs on all workers but one, which stays for the others (all
+        // of them when there is one caller). A run waiting for a human does not count.
+        pool_config.max_running_per_caller = match fairness.executions_per_caller {
+            usize::MAX if !fairness.one_caller => pool_config.workers.saturating_sub(1).max(1),
+            set => set,
+        };
         pool_config.max_calls_per_caller = if fairness.one_caller {
             usize::MAX
         } else {

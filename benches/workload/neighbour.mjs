@@ -23,7 +23,7 @@ function start() {
     let seen = "";
     child.stderr.on("data", (chunk) => {
       seen += chunk;
-      const found = seen.match(/MCP endpoint (http:\/\/\S+)/);
+      const found = seen.match(/MCP endpoint (http:\/\/\S+)\s/);
       if (found) resolve({ child, url: found[1] });
     });
   });

@@ -71,7 +71,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub typecheck_compilers: Option<usize>,
     /// Executions one caller runs at once; its further calls wait while the other workers
-    /// stay free for other callers (default: all workers).
+    /// stay free for other callers (default: all workers but one; all over stdio).
     #[arg(long)]
     pub max_executions_per_caller: Option<usize>,
     /// Executions one caller has running and waiting together; past it, `busy` (default 10).

@@ -59,6 +59,29 @@ impl State {
 pub struct Turn {
     queue: Arc<FairQueue>,
     who: Principal,
+    /// Whether it is lent (see [`Turn::lend`]): not counted toward its principal's
+    /// `max_held` meanwhile.
+    lent: std::sync::atomic::AtomicBool,
+}
+
+impl Turn {
+    /// While `lent`, this slot does not count toward its principal's `max_held` (it still
+    /// holds the slot): a run that waits for a human keeps its worker, and its principal's
+    /// next call may take another, as if the run had ended.
+    pub fn lend(&self, lent: bool) {
+        use std::sync::atomic::Ordering;
+        if self.lent.swap(lent, Ordering::SeqCst) == lent {
+            return;
+        }
+        let mut state = lock(&self.queue.state);
+        if lent {
+            decrement(&mut state.held, &self.who);
+            // Its principal's waiters may take a free slot now.
+            self.queue.dispatch(&mut state);
+        } else {
+            *state.held.entry(self.who.clone()).or_default() += 1;
+        }
+    }
 }
 
 impl FairQueue {
@@ -138,12 +161,31 @@ impl FairQueue {
         Turn {
             queue: self.clone(),
             who: who.clone(),
+            lent: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Hands free slots to waiters that may take one, for as long as there are both.
+    fn dispatch(&self, state: &mut State) {
+        while state.free > 0 {
+            state.free -= 1;
+            if !self.grant_next(state) {
+                state.free += 1;
+                return;
+            }
         }
     }
 
     /// Gives a slot back: to the next principal in turn that may hold one more, or to the
     /// free ones.
     fn give_back(&self, state: &mut State) {
+        if !self.grant_next(state) {
+            state.free += 1;
+        }
+    }
+
+    /// Grants a slot to the next principal in turn that may hold one more; whether one was.
+    fn grant_next(&self, state: &mut State) -> bool {
         let max_held = self.limits.max_held.max(1);
         let mut passed = 0;
         while let Some(next) = state.turns.pop_front() {
@@ -171,12 +213,12 @@ impl FairQueue {
             state.waiting -= 1;
             *state.held.entry(next.clone()).or_default() += 1;
             if send.send(()).is_ok() {
-                return;
+                return true;
             }
             // Its waiter left as the slot came: that wait is over.
             release(state, &next);
         }
-        state.free += 1;
+        false
     }
 }
 
@@ -203,7 +245,12 @@ fn decrement(counts: &mut HashMap<Principal, usize>, who: &Principal) {
 impl Drop for Turn {
     fn drop(&mut self) {
         let mut state = lock(&self.queue.state);
-        release(&mut state, &self.who);
+        if self.lent.load(std::sync::atomic::Ordering::SeqCst) {
+            // Its count toward `max_held` was given back when it was lent.
+            forget(&mut state, &self.who);
+        } else {
+            release(&mut state, &self.who);
+        }
         self.queue.give_back(&mut state);
     }
 }
@@ -332,6 +379,43 @@ mod tests {
             .expect("the waiter got the slot its own freed")
             .unwrap()
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_lent_slot_lets_its_principal_take_another_and_counts_right_after() {
+        let queue = FairQueue::new(
+            "executions",
+            QueueLimits {
+                slots: 2,
+                max_held: 1,
+                per_principal: 8,
+                max_waiting: 16,
+                reserve: 0,
+            },
+        );
+        let first = queue.turn(&who(1)).await.unwrap();
+        let next = {
+            let queue = queue.clone();
+            tokio::spawn(async move { queue.turn(&who(1)).await.map(|_| ()) })
+        };
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(!next.is_finished(), "past max_held it waits");
+        // The first waits for a human: the waiting call gets the free slot.
+        first.lend(true);
+        tokio::time::timeout(Duration::from_secs(1), next)
+            .await
+            .expect("the lent slot let it through")
+            .unwrap()
+            .unwrap();
+        first.lend(false);
+        first.lend(false);
+        drop(first);
+        let state = lock(&queue.state);
+        assert_eq!(state.free, 2);
+        assert!(
+            state.held.is_empty() && state.counts.is_empty(),
+            "counts left behind"
+        );
     }
 
     #[tokio::test]

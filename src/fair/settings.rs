@@ -9,7 +9,9 @@ use serde::Deserialize;
 pub struct Fairness {
     /// TypeScript compilers checking scripts in parallel.
     pub typecheck_compilers: usize,
-    /// Executions one caller runs at once (the others' calls get the remaining workers).
+    /// Executions one caller runs at once (the others' calls get the remaining workers);
+    /// `usize::MAX` when not set: all workers but one (all, with one caller). A run waiting
+    /// for a human's decision does not count.
     pub executions_per_caller: usize,
     /// Executions one caller has running and waiting together; past it, `busy`.
     pub calls_per_caller: usize,

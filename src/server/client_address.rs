@@ -13,6 +13,9 @@ use axum::response::Response;
 
 use super::listen::Peer;
 
+/// Hops of `X-Forwarded-For` read, from the right, at most.
+const MAX_HOPS: usize = 32;
+
 /// The client's address, in a request's extensions (see the module).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientAddress(pub IpAddr);
@@ -61,7 +64,7 @@ impl TrustedProxies {
             return peer;
         }
         let mut client = peer;
-        for hop in forwarded_for.unwrap_or_default().rsplit(',') {
+        for hop in forwarded_for.unwrap_or_default().rsplit(',').take(MAX_HOPS) {
             let Ok(hop) = hop.trim().parse::<IpAddr>() else {
                 // Unreadable: the last address a trusted proxy vouched for stands.
                 return client;
@@ -95,6 +98,17 @@ fn in_range(address: IpAddr, range: IpAddr, bits: u8) -> bool {
     }
 }
 
+/// Every line of `X-Forwarded-For`, in order, as one list (a proxy may add its own line
+/// after the client's); a line that is not text reads as one unreadable hop.
+fn forwarded_for(headers: &axum::http::HeaderMap) -> Option<String> {
+    let lines: Vec<&str> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .map(|v| v.to_str().unwrap_or("?"))
+        .collect();
+    (!lines.is_empty()).then(|| lines.join(","))
+}
+
 /// Puts the request's [`ClientAddress`] in its extensions.
 pub async fn client_address(
     State(trusted): State<Arc<TrustedProxies>>,
@@ -105,11 +119,8 @@ pub async fn client_address(
         .extensions()
         .get::<Peer>()
         .map_or(IpAddr::from([127, 0, 0, 1]), |peer| peer.0.ip());
-    let forwarded = request
-        .headers()
-        .get("x-forwarded-for")
-        .and_then(|v| v.to_str().ok());
-    let client = trusted.client(peer, forwarded);
+    let forwarded = forwarded_for(request.headers());
+    let client = trusted.client(peer, forwarded.as_deref());
     request.extensions_mut().insert(ClientAddress(client));
     next.run(request).await
 }
@@ -137,6 +148,15 @@ mod tests {
         assert!(trusted.trusts(ip("::ffff:10.0.0.1")));
         assert!(trusted.trusts(ip("fd12::1")));
         assert!(!trusted.trusts(ip("11.0.0.1")));
+        // The client's own line first, the proxy's after it: the proxy's is the one read.
+        let mut headers = axum::http::HeaderMap::new();
+        headers.append("x-forwarded-for", "6.6.6.6".parse().unwrap());
+        headers.append("x-forwarded-for", "198.51.100.7".parse().unwrap());
+        let forwarded = forwarded_for(&headers);
+        assert_eq!(
+            trusted.client(ip("10.1.2.3"), forwarded.as_deref()),
+            ip("198.51.100.7")
+        );
         assert!(TrustedProxies::parse(&["10.0.0.0/33".into()]).is_err());
         assert!(TrustedProxies::parse(&["nonsense".into()]).is_err());
         assert!(

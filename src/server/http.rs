@@ -283,6 +283,11 @@ fn within_descriptors(limits: ConnectionLimits) -> ConnectionLimits {
     ConnectionLimits {
         max_connections,
         max_pending,
+        // A peer's share stays below the lowered cap as it was below the asked one.
+        max_per_peer: limits
+            .max_per_peer
+            .min(max_connections - max_connections / 8)
+            .max(1),
         ..limits
     }
 }

@@ -301,10 +301,11 @@ impl SessionManager for BoundedSessions {
         id: SessionId,
     ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
         let _one_at_a_time = self.creating.lock().await;
-        self.make_room(None).await?;
+        let owner = OPENER.try_with(Principal::clone).ok();
+        self.make_room(owner.as_ref()).await?;
         match self.inner.restore_session(id.clone()).await? {
             RestoreOutcome::Restored(transport) => {
-                self.track(&id, None);
+                self.track(&id, owner);
                 tracing::debug!(session = %id, "a session of another replica is served here too");
                 Ok(RestoreOutcome::Restored(Tagged::new(
                     transport,

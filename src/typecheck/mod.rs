@@ -108,11 +108,13 @@ struct Checkers {
 
 impl Checkers {
     /// Starts `count` compilers at once; those that start are used.
+    /// With `keep_one`, one principal holds all compilers but one, which stays for the others.
     async fn start(
         tsc: &Path,
         declarations: &str,
         count: usize,
         per_principal: usize,
+        keep_one: bool,
     ) -> Result<Self, Unchecked> {
         let started = futures_util::future::join_all(
             (0..count.max(1)).map(|_| Checker::start(tsc, declarations, CHECK_DEADLINE)),
@@ -139,7 +141,11 @@ impl Checkers {
                 "type checks",
                 QueueLimits {
                     slots,
-                    max_held: slots,
+                    max_held: if keep_one && slots > 1 {
+                        slots - 1
+                    } else {
+                        slots
+                    },
                     per_principal,
                     max_waiting: MAX_WAITING_CHECKS,
                     reserve: MAX_WAITING_CHECKS / 4,
@@ -147,6 +153,15 @@ impl Checkers {
             ),
             all,
         })
+    }
+}
+
+/// Gives a compiler's index back to the free ones when dropped.
+struct GiveBack<'a>(&'a Mutex<Vec<usize>>, usize);
+
+impl Drop for GiveBack<'_> {
+    fn drop(&mut self) {
+        lock(self.0).push(self.1);
     }
 }
 
@@ -173,10 +188,10 @@ impl TypeCheck {
         fairness: &crate::fair::Fairness,
     ) -> Option<Self> {
         let compilers = fairness.typecheck_compilers;
-        let per_principal = if fairness.one_caller {
-            usize::MAX
+        let (per_principal, keep_one) = if fairness.one_caller {
+            (usize::MAX, false)
         } else {
-            CHECKS_PER_PRINCIPAL
+            (CHECKS_PER_PRINCIPAL, true)
         };
         if mode == Mode::Off {
             return None;
@@ -185,7 +200,8 @@ impl TypeCheck {
         let checker = Arc::new(OnceLock::new());
         match compiler::locate(tsc) {
             compiler::Located::Ready(tsc) => {
-                let started = Checkers::start(&tsc, &declarations, compilers, per_principal).await;
+                let started =
+                    Checkers::start(&tsc, &declarations, compilers, per_principal, keep_one).await;
                 if let Err(Unchecked(why)) = &started {
                     eprintln!("sdkbox: warning: the type check is off: {why}");
                     return None;
@@ -205,13 +221,15 @@ impl TypeCheck {
                 );
                 let ready = checker.clone();
                 tokio::spawn(async move {
-                    let started =
-                        match compiler::download(&package, &dir, &compiler::registry()).await {
-                            Ok(tsc) => {
-                                Checkers::start(&tsc, &declarations, compilers, per_principal).await
-                            }
-                            Err(error) => Err(error),
-                        };
+                    let started = match compiler::download(&package, &dir, &compiler::registry())
+                        .await
+                    {
+                        Ok(tsc) => {
+                            Checkers::start(&tsc, &declarations, compilers, per_principal, keep_one)
+                                .await
+                        }
+                        Err(error) => Err(error),
+                    };
                     match &started {
                         Ok(_) => eprintln!("sdkbox: the type check is on"),
                         Err(Unchecked(why)) => {
@@ -316,11 +334,11 @@ impl TypeCheck {
             let Some(index) = lock(&checkers.free).pop() else {
                 return Err(Unchecked("no type checker was free".into()));
             };
-            let checked = checkers.all[index]
+            // Given back however the check ends, a panic included.
+            let _back = GiveBack(&checkers.free, index);
+            checkers.all[index]
                 .diagnostics_within(&text, remaining)
-                .await;
-            lock(&checkers.free).push(index);
-            checked
+                .await
         })
         .await
         .unwrap_or_else(|e| Err(Unchecked(format!("the check failed: {e}"))));

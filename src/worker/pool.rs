@@ -256,7 +256,7 @@ impl Inner {
         target: &Target,
     ) -> Report {
         let identity = target.caller;
-        let _slot = tokio::select! {
+        let slot = tokio::select! {
             slot = self.slots.turn(&target.principal) => match slot {
                 Ok(slot) => slot,
                 Err(refused) => {
@@ -292,10 +292,21 @@ impl Inner {
                     }
                 },
             };
-            match worker
-                .run(code, &limits, gateway, cancel, &deadline, grace)
-                .await
-            {
+            // While a human decides about one of its requests (the deadline is held), the run
+            // keeps its worker but not its caller's count: the caller's next call may run.
+            let watch_holds = async {
+                let mut held = false;
+                loop {
+                    deadline.changed(&mut held).await;
+                    slot.lend(held);
+                }
+            };
+            let ran = tokio::select! {
+                ran = worker.run(code, &limits, gateway, cancel, &deadline, grace) => ran,
+                () = watch_holds => unreachable!("the watch never ends"),
+            };
+            slot.lend(false);
+            match ran {
                 Ok(report) => {
                     worker.runs += 1;
                     worker.served = Some(identity);
