@@ -655,6 +655,38 @@ async fn two_replicas_share_links_through_redis() {
         .iter()
         .map(|(_, _, _, t)| t.clone())
         .collect();
+    // Unlinks asked from the /link page before anyone signs in store nothing, however many.
+    let keys = || async {
+        let output = tokio::process::Command::new("redis-cli")
+            .args(["-p", &redis.port.to_string(), "DBSIZE"])
+            .output()
+            .await
+            .unwrap();
+        String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let before = keys().await;
+    let origin = format!("http://127.0.0.1:{}", world.port);
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    for _ in 0..300 {
+        let started = browser
+            .post(format!("{origin}/link/unlink"))
+            .header("origin", &origin)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(started.status(), 303);
+    }
+    assert_eq!(
+        keys().await,
+        before,
+        "an unlink before sign-in stored something"
+    );
     let dump = redis.dump().await;
     assert!(dump.contains("sdkbox:link:"), "{dump}");
     for token in &tokens {

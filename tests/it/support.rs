@@ -311,7 +311,8 @@ pub struct Redis {
     _child: tokio::process::Child,
     /// Its URL, database 0.
     pub url: String,
-    port: u16,
+    /// Its port, for `redis-cli`.
+    pub port: u16,
 }
 
 impl Redis {
