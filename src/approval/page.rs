@@ -158,21 +158,22 @@ impl ApprovalPage {
         let token = random_hex(16).ok_or_else(unguessable)?;
         let own = format!("questions-of:{}", caller.share_key());
         let state = self.state();
-        // The last of the page's room is kept for callers with no question on it.
-        let held = state.members(&own).await.map_err(failed)?.len();
-        let open_to_caller = if held == 0 {
-            MAX_WAITING
-        } else {
-            MAX_WAITING - RESERVED
-        };
-        let room = state
+        // The last of the page's room is kept for callers with no question on it: whether
+        // this caller has others is read only once the page is that full.
+        let mut room = state
             .admit(&own, &id, GRANT_LIFETIME, MAX_WAITING_PER_CALLER)
             .await
             .map_err(failed)?
             && state
-                .admit("questions", &id, GRANT_LIFETIME, open_to_caller)
+                .admit("questions", &id, GRANT_LIFETIME, MAX_WAITING - RESERVED)
                 .await
                 .map_err(failed)?;
+        if !room && state.members(&own).await.map_err(failed)? == [id.clone()] {
+            room = state
+                .admit("questions", &id, GRANT_LIFETIME, MAX_WAITING)
+                .await
+                .map_err(failed)?;
+        }
         if !room {
             let _ = state.dismiss(&own, &id).await;
             return Err(format!(

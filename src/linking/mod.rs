@@ -107,12 +107,6 @@ const UNLINK_ID_PREFIX: &str = "u";
 /// The longest unlink id read (a ticket is about 400 characters).
 const MAX_UNLINK_ID: usize = 1_024;
 
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// An OAuth server's two endpoints sdkbox uses as a client.
 struct Endpoints {
     authorization: Url,
@@ -496,7 +490,7 @@ impl Linking {
         let ticket = UnlinkTicket {
             verifier,
             browser: digest(&cookie),
-            until: unix_now() + LINK_TTL.as_secs(),
+            until: tokens::now() + LINK_TTL.as_secs(),
         };
         let plain =
             serde_json::to_vec(&ticket).map_err(|e| LinkError::Unavailable(e.to_string()))?;
@@ -533,7 +527,7 @@ impl Linking {
         let sealed = String::from_utf8(bytes).ok()?;
         let plain = self.settings.sealer.open(&self.unlink_seal(), &sealed)?;
         let ticket: UnlinkTicket = serde_json::from_slice(&plain).ok()?;
-        (ticket.until > unix_now()).then(|| Offer {
+        (ticket.until > tokens::now()).then(|| Offer {
             user: String::new(),
             verifier: ticket.verifier,
             browser: Some(ticket.browser),

@@ -315,9 +315,9 @@ mod tests {
     fn a_name_longer_than_any_the_sdk_has_is_refused_at_once_and_cut_in_the_error() {
         let names = names(&[("customers", "list", "GET")]);
         let huge = "zone".repeat(250_000);
-        let started = std::time::Instant::now();
         let error = names.find(&huge, "list").unwrap_err().0;
-        assert!(started.elapsed() < std::time::Duration::from_millis(50));
+        // Refused by its length, before any lookup: no suggestion was looked for.
+        assert!(!error.to_lowercase().contains("did you mean"), "{error}");
         assert!(error.contains("1000005 bytes long"), "{error}");
         assert!(error.len() < 400, "{}", error.len());
         let error = names.find("customers", &huge).unwrap_err().0;

@@ -156,6 +156,22 @@ impl Checkers {
     }
 }
 
+/// A check counted in `sdkbox_typecheck_waiting` until dropped (a cancelled call's too).
+struct Waiting;
+
+impl Waiting {
+    fn start() -> Self {
+        metrics::gauge!("sdkbox_typecheck_waiting").increment(1.0);
+        Waiting
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        metrics::gauge!("sdkbox_typecheck_waiting").decrement(1.0);
+    }
+}
+
 /// Gives a compiler's index back to the free ones when dropped.
 struct GiveBack<'a>(&'a Mutex<Vec<usize>>, usize);
 
@@ -295,11 +311,11 @@ impl TypeCheck {
         let Ok(Some(document)) = built else {
             return Verdict::Run(vec!["not type-checked: the code could not be read".into()]);
         };
-        metrics::gauge!("sdkbox_typecheck_waiting").increment(1.0);
+        let waiting = Waiting::start();
         let waited =
             tokio::time::timeout_at((started + CHECK_DEADLINE).into(), checkers.queue.turn(who))
                 .await;
-        metrics::gauge!("sdkbox_typecheck_waiting").decrement(1.0);
+        drop(waiting);
         let turn = match waited {
             Ok(Ok(turn)) => turn,
             Ok(Err(refused)) => {

@@ -289,11 +289,14 @@ fn filters_longer_than_any_group_are_refused_before_they_are_compared_and_hints_
         method: None,
         group: Some("zone".repeat(500_000)),
     };
-    let started = std::time::Instant::now();
     let error = docs
         .search("list orders", 5, Detail::Compact, &huge)
         .unwrap_err();
-    assert!(started.elapsed() < std::time::Duration::from_millis(200));
+    // Refused by its length, before it was compared with any group.
+    assert!(
+        matches!(error, sdkbox::search::SearchError::FilterTooLong { .. }),
+        "{error}"
+    );
     assert!(error.is_query());
     let said = error.to_string();
     assert!(

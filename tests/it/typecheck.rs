@@ -38,14 +38,7 @@ async fn the_blind_set_is_stopped_where_types_see_it_and_correct_code_runs() {
         let Some(path) = path else { return };
         let spec = sdkbox::spec::load(path.to_str().unwrap()).await.unwrap();
         let sdk = Arc::new(sdkbox::sdk::Sdk::new(Arc::new(spec.api)));
-        let check = TypeCheck::start(
-            Mode::Block,
-            Some(&tsc),
-            sdk,
-            &sdkbox::fair::Fairness::default(),
-        )
-        .await
-        .expect("the checker starts");
+        let check = checker(&tsc, sdk).await;
         let row = table.entry(name).or_default();
         for entry in entries.iter().filter(|e| e["spec"] == name) {
             let code = entry["code"].as_str().unwrap();
@@ -160,14 +153,7 @@ async fn valid_code_is_never_stopped_and_scripts_cannot_read_files_through_the_c
         .await
         .unwrap();
     let sdk = Arc::new(sdkbox::sdk::Sdk::new(Arc::new(spec.api)));
-    let check = TypeCheck::start(
-        Mode::Block,
-        Some(&tsc),
-        sdk,
-        &sdkbox::fair::Fairness::default(),
-    )
-    .await
-    .unwrap();
+    let check = checker(&tsc, sdk).await;
     let valid = [
         "const filter = { status: \"paid\" }; return api.orders.list(filter);",
         "const out = []; for (const status of [\"paid\", \"pending\"]) out.push(await api.orders.list({ status })); return out;",
@@ -245,4 +231,16 @@ async fn valid_code_is_never_stopped_and_scripts_cannot_read_files_through_the_c
             .await
     );
     assert!(!said.contains("4242"), "{said}");
+}
+
+/// The type check in block mode with `tsc`, as a server with many callers starts it.
+async fn checker(tsc: &std::path::Path, sdk: Arc<sdkbox::sdk::Sdk>) -> TypeCheck {
+    TypeCheck::start(
+        Mode::Block,
+        Some(tsc),
+        sdk,
+        &sdkbox::fair::Fairness::default(),
+    )
+    .await
+    .expect("the checker starts")
 }
