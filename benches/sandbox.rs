@@ -67,6 +67,7 @@ fn target(base: &Url) -> Target {
         gate: std::sync::Arc::new(sdkbox::approval::Gate::open(egress.base_url().clone())),
         caller: egress.identity(),
         principal: sdkbox::fair::Principal::stdio(),
+        hold: None,
         egress,
         sdk: None,
     }

@@ -217,13 +217,18 @@ pub async fn attempt(log: Arc<AuditLog>, subject: &Subject, attempt: &Attempt) {
 }
 
 /// An attempt that was in flight when the execution ended, written from a destructor: on a
-/// blocking thread, not waited for.
-pub fn attempt_cut_short(log: Arc<AuditLog>, subject: Subject, number: u32) {
+/// task of its own, tracked by `following`, which the execution's outcome waits for.
+pub fn attempt_cut_short(
+    log: Arc<AuditLog>,
+    subject: Subject,
+    number: u32,
+    following: &tokio_util::task::TaskTracker,
+) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         tracing::error!("an unfinished attempt could not be written to the audit file");
         return;
     };
-    runtime.spawn(async move {
+    runtime.spawn(following.track_future(async move {
         let attempt = Attempt {
             number,
             reached: Reached::Unknown,
@@ -234,7 +239,7 @@ pub fn attempt_cut_short(log: Arc<AuditLog>, subject: Subject, number: u32) {
             ),
         };
         self::attempt(log, &subject, &attempt).await;
-    });
+    }));
 }
 
 #[cfg(test)]

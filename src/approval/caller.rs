@@ -19,6 +19,10 @@ pub struct Caller {
     /// questions are counted by it, not by session, which is free to open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     principal: Option<String>,
+    /// A digest of its MCP session, when it has one: the page forgets the session's
+    /// undecided questions when its client closes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    session: Option<String>,
 }
 
 /// What tells callers apart.
@@ -58,6 +62,7 @@ impl Caller {
             id: hex(&hash.finalize()),
             signed_in: parts.subject.map(str::to_owned),
             principal: None,
+            session: parts.session.map(session_digest),
         }
     }
 
@@ -71,6 +76,11 @@ impl Caller {
     pub fn share_key(&self) -> String {
         let named = self.principal.as_deref().unwrap_or(&self.id);
         hex(&Sha256::digest(named.as_bytes())[..16])
+    }
+
+    /// The digest of its MCP session (see [`session_digest`]), if it has one.
+    pub fn session(&self) -> Option<&str> {
+        self.session.as_deref()
     }
 
     /// Who signed in, if anyone did (`SignedIn::who`).
@@ -92,6 +102,12 @@ impl Caller {
         }
         u64::from_le_bytes(first)
     }
+}
+
+/// What an MCP session is known by in the state store: a digest, not the session id, which
+/// lets a client act in the session.
+pub fn session_digest(session: &str) -> String {
+    hex(&Sha256::digest(session.as_bytes())[..16])
 }
 
 /// The digest an approval is bound to: the code, and who runs it. Approving a write of one

@@ -8,9 +8,14 @@ use super::audit::{self, AuditLog, Subject};
 use super::chain::Claimed;
 use super::journal::Fate;
 use crate::egress::{Attempt, Dispatch, Pending, Reached, ScriptResponse};
+use tokio_util::task::TaskTracker;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 
 /// Follows one request let through.
 pub struct Follow {
+    /// Counts it among its gate's followed requests until its last audit line is written.
+    following: TaskTracker,
+    _followed: TaskTrackerToken,
     audit: Option<(Arc<AuditLog>, Subject)>,
     claimed: Option<Claimed>,
     /// The attempt that left and has not ended, if one has.
@@ -21,9 +26,16 @@ pub struct Follow {
 }
 
 impl Follow {
-    /// Follows a request written to `audit` (if any) and claimed in a journal (if any).
-    pub fn new(audit: Option<(Arc<AuditLog>, Subject)>, claimed: Option<Claimed>) -> Self {
+    /// Follows a request written to `audit` (if any) and claimed in a journal (if any),
+    /// counted in `following` until its last audit line is written.
+    pub fn new(
+        audit: Option<(Arc<AuditLog>, Subject)>,
+        claimed: Option<Claimed>,
+        following: TaskTracker,
+    ) -> Self {
         Self {
+            _followed: following.token(),
+            following,
             audit,
             claimed,
             in_flight: None,
@@ -77,7 +89,7 @@ impl Dispatch for Follow {
 impl Drop for Follow {
     fn drop(&mut self) {
         if let (Some(number), Some((log, subject))) = (self.in_flight, &self.audit) {
-            audit::attempt_cut_short(log.clone(), subject.clone(), number);
+            audit::attempt_cut_short(log.clone(), subject.clone(), number, &self.following);
         }
         let Some(claimed) = self.claimed.take() else {
             return;

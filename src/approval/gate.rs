@@ -19,10 +19,11 @@ use super::states::Carried;
 use super::{Approvals, Classified, Planned, Rule, Rules, dry_run};
 use crate::deadline::Deadline;
 use crate::egress::{
-    Checkpoint, Decided, Decision, Note, Outgoing, Pending, Refusal, Scrubber, Verdict, WITHHELD,
-    cut, is_write,
+    Checkpoint, Decided, Decision, Note, Outgoing, Pending, Position, Refusal, Scrubber, Verdict,
+    WITHHELD, cut, is_write,
 };
 use crate::lock::lock;
+use tokio_util::task::TaskTracker;
 
 /// Writes a dry run lists in its plan; more are counted.
 const MAX_PLANNED: usize = 100;
@@ -61,6 +62,9 @@ pub struct Gate {
     /// write scope), and whether one was.
     writes_refused: std::sync::OnceLock<String>,
     refused_a_write: std::sync::atomic::AtomicBool,
+    /// The requests it let through that are still followed, and the audit lines written
+    /// for them as they end: the outcome waits for them (see [`Gate::audited`]).
+    following: TaskTracker,
 }
 
 #[derive(Default)]
@@ -112,7 +116,18 @@ impl Gate {
             state: Mutex::default(),
             writes_refused: std::sync::OnceLock::new(),
             refused_a_write: std::sync::atomic::AtomicBool::new(false),
+            following: TaskTracker::new(),
         }
+    }
+
+    /// Waits, at most `within`, until every request this gate let through has ended and its
+    /// audit lines are written: an execution's outcome is reported once its audit file says
+    /// all it will (a write cut short by the script's return included). Whether it did.
+    pub async fn audited(&self, within: std::time::Duration) -> bool {
+        self.following.close();
+        tokio::time::timeout(within, self.following.wait())
+            .await
+            .is_ok()
     }
 
     /// A gate that allows every request: for tests and tools that need no rules.
@@ -194,8 +209,10 @@ impl Gate {
             .collect()
     }
 
-    /// Which write of the run this is: exactly, and by its slot (method and URL).
-    fn key(&self, fingerprint: Fingerprint, slot: String) -> Key {
+    /// Which write of the run this is: exactly, and by its slot: where the script made it
+    /// when the gateway says (concurrent requests reach here in any order), else its method
+    /// and URL, counted as they arrive (a redirect's hop).
+    fn key(&self, fingerprint: Fingerprint, slot: String, position: Option<&Position>) -> Key {
         let mut state = lock(&self.state);
         let next = |count: &mut u32| {
             let n = *count;
@@ -203,7 +220,13 @@ impl Gate {
             n
         };
         let occurrence = next(state.occurrences.entry(fingerprint.clone()).or_default());
-        let slot_occurrence = next(state.slots.entry(slot.clone()).or_default());
+        let (slot, slot_occurrence) = match position {
+            Some(position) => (position.slot.clone(), position.occurrence),
+            None => {
+                let n = next(state.slots.entry(slot.clone()).or_default());
+                (slot, n)
+            }
+        };
         Key {
             fingerprint,
             occurrence,
@@ -387,7 +410,11 @@ impl Gate {
         let place = operation
             .clone()
             .unwrap_or_else(|| request.url.path().to_owned());
-        let key = self.key(fingerprint.clone(), format!("{} {place}", request.method));
+        let key = self.key(
+            fingerprint.clone(),
+            format!("{} {place}", request.method),
+            request.position,
+        );
         let mut claimed = None;
         let refused = self.writes_refused.get().filter(|_| write);
         let consulted = match write && rule != Rule::Deny && !self.dry_run && refused.is_none() {
@@ -481,9 +508,11 @@ impl Gate {
         // A claim of a write that is not sent is released when dropped, here.
         let sends = matches!(decision, Decision::Send(_));
         let claimed = claimed.filter(|_| sends);
-        let dispatch: Option<Box<dyn crate::egress::Dispatch>> = (sends
-            && (audit.is_some() || claimed.is_some()))
-        .then(|| Box::new(Follow::new(audit, claimed)) as Box<dyn crate::egress::Dispatch>);
+        let dispatch: Option<Box<dyn crate::egress::Dispatch>> =
+            (sends && (audit.is_some() || claimed.is_some())).then(|| {
+                Box::new(Follow::new(audit, claimed, self.following.clone()))
+                    as Box<dyn crate::egress::Dispatch>
+            });
         Decided {
             operation,
             decision,
@@ -560,4 +589,28 @@ fn refuse_unaudited(note: &Note, error: &str) -> Decision {
         note,
         format!("the request was not sent: the audit file cannot be written ({error})"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Concurrent writes reach the gate in any order: each is known by where the script
+    /// made it, not by when it arrived; without a position (a redirect's hop), by arrival.
+    #[test]
+    fn a_write_is_placed_where_the_script_made_it_not_where_it_arrived() {
+        let gate = Gate::open(url::Url::parse("http://127.0.0.1:9/").unwrap());
+        let at = |occurrence| Position {
+            slot: "POST customers.create".into(),
+            occurrence,
+        };
+        let fingerprint = |text: &str| Fingerprint(text.into());
+        let second = gate.key(fingerprint("b"), "POST x".into(), Some(&at(1)));
+        let first = gate.key(fingerprint("a"), "POST x".into(), Some(&at(0)));
+        assert_eq!((first.slot_occurrence, second.slot_occurrence), (0, 1));
+        assert_eq!(first.slot, "POST customers.create");
+        let hop = gate.key(fingerprint("c"), "GET /next".into(), None);
+        let next_hop = gate.key(fingerprint("d"), "GET /next".into(), None);
+        assert_eq!((hop.slot_occurrence, next_hop.slot_occurrence), (0, 1));
+    }
 }

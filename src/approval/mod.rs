@@ -51,7 +51,7 @@ pub use rules::{Classified, PolicyFile, PolicyOverrides, Rule, Rules};
 pub use shown::{MAX_QUESTION, Shown};
 pub use store::{CHAIN_LIFETIME, GRANT_LIFETIME};
 
-use crate::state::StateStore;
+use crate::state::{StateError, StateStore};
 
 pub use crate::egress::{Note, Verdict};
 
@@ -190,6 +190,19 @@ impl Approvals {
                 subject,
             },
         )
+    }
+
+    /// Forgets what an MCP session its client closed left waiting: its undecided questions
+    /// on the page and its chains. Nothing can continue them (their caller was the session),
+    /// and they would hold their principal's room until they expired. How many went.
+    pub async fn forget_session(&self, session: &str) -> Result<usize, StateError> {
+        let digest = caller::session_digest(session);
+        let chains = self.store.forget_session(&digest).await?;
+        let questions = match &self.page {
+            Some(page) => page.forget_session(&digest).await?,
+            None => 0,
+        };
+        Ok(chains + questions)
     }
 
     /// The approval key, which names who egress acts as alike on every replica.

@@ -68,6 +68,13 @@ fn question_key(id: &str) -> String {
     format!("question:{id}")
 }
 
+/// The set of the questions one MCP session asked, by its [`session_digest`].
+///
+/// [`session_digest`]: super::caller::session_digest
+fn session_questions(session: &str) -> String {
+    format!("questions-of-session:{session}")
+}
+
 impl ApprovalPage {
     /// Serves the page on `addr` (a loopback address; port 0 picks one); decisions go to
     /// `store`.
@@ -174,6 +181,20 @@ impl ApprovalPage {
                 .await
                 .map_err(failed)?;
         }
+        if room && let Some(session) = caller.session() {
+            room = state
+                .admit(
+                    &session_questions(session),
+                    &id,
+                    GRANT_LIFETIME,
+                    MAX_WAITING_PER_CALLER,
+                )
+                .await
+                .map_err(failed)?;
+            if !room {
+                let _ = state.dismiss("questions", &id).await;
+            }
+        }
         if !room {
             let _ = state.dismiss(&own, &id).await;
             return Err(format!(
@@ -216,6 +237,30 @@ impl ApprovalPage {
                 .map_err(failed)?;
         }
         Ok(self.link(&id))
+    }
+
+    /// Forgets the undecided questions of an MCP session its client closed (by its digest,
+    /// see `Caller::session`): no run of that
+    /// session can continue from a decision any more (its caller was the session), and they
+    /// would hold the room of the page and of their principal until they expired. Returns how
+    /// many were forgotten.
+    pub(super) async fn forget_session(&self, session: &str) -> Result<usize, StateError> {
+        let state = self.state();
+        let of_session = session_questions(session);
+        let mut forgotten = 0;
+        for id in state.members(&of_session).await? {
+            if let Some(question) = state.read::<Question>(&question_key(&id)).await?
+                && question.decided.is_none()
+            {
+                state.take(&question_key(&id)).await?;
+                state.dismiss("questions", &id).await?;
+                let own = format!("questions-of:{}", question.caller.share_key());
+                state.dismiss(&own, &id).await?;
+                forgotten += 1;
+            }
+            state.dismiss(&of_session, &id).await?;
+        }
+        Ok(forgotten)
     }
 
     /// Whether question `id` is there and undecided.

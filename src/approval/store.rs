@@ -158,6 +158,12 @@ fn chains_of(caller: &Caller) -> String {
     format!("chains-of:{}", caller.share_key())
 }
 
+/// The set of the chains of one MCP session (by its digest, see `Caller::session`), each as
+/// `share key:code`.
+fn chains_of_session(session: &str) -> String {
+    format!("chains-of-session:{session}")
+}
+
 impl Store {
     /// The chains kept in `state`.
     pub fn new(state: StateStore) -> Self {
@@ -500,7 +506,39 @@ impl Store {
                     .to_owned(),
             ));
         }
+        if let Some(session) = caller.session() {
+            let member = format!("{}:{code}", caller.share_key());
+            self.state
+                .admit(
+                    &chains_of_session(session),
+                    &member,
+                    CHAIN_LIFETIME,
+                    MAX_CHAINS_PER_CALLER,
+                )
+                .await?;
+        }
         Ok(())
+    }
+
+    /// Forgets the chains of an MCP session its client closed (by its digest): no run can
+    /// continue them any more (their caller was the session), and they would hold the room
+    /// of their principal and of the server until they expired. Returns how many went.
+    pub(super) async fn forget_session(&self, session: &str) -> Result<usize, StateError> {
+        let of_session = chains_of_session(session);
+        let mut forgotten = 0;
+        for member in self.state.members(&of_session).await? {
+            if let Some((share, code)) = member.split_once(':') {
+                if self.state.take(&chain_key(code)).await?.is_some() {
+                    forgotten += 1;
+                }
+                self.state
+                    .dismiss(&format!("chains-of:{share}"), code)
+                    .await?;
+                self.state.dismiss("chains", code).await?;
+            }
+            self.state.dismiss(&of_session, &member).await?;
+        }
+        Ok(forgotten)
     }
 
     /// Removes `caller`'s chain finished the longest ago (and forgets chains already gone);

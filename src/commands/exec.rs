@@ -79,6 +79,7 @@ pub async fn exec(args: ExecArgs) -> Result<ExitCode> {
             gate,
             caller: caller.worker_identity(),
             principal: sdkbox::fair::Principal::stdio(),
+            hold: None,
         };
         pool.execute(&target, &code, &limits, CancellationToken::new())
             .await

@@ -138,6 +138,21 @@ pub struct Outgoing<'a> {
     pub headers: &'a [String],
     /// The body.
     pub body: Option<&'a [u8]>,
+    /// Where the script made it, when the gateway said (a redirect's hop has none).
+    pub position: Option<&'a Position>,
+}
+
+/// Where a request stands among the requests a script made, in the order it made them (not
+/// the order they reach egress, which concurrent requests do not keep): its slot (method and
+/// SDK operation, or path) and which of the slot's requests it is. The same code makes its
+/// requests in the same order however their answers race, so a re-run's write is known by
+/// its position even when its bytes changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Position {
+    /// Method and SDK operation (or path of a raw request).
+    pub slot: String,
+    /// Which of the script's requests to the slot it is, from 0.
+    pub occurrence: u32,
 }
 
 /// What egress does with a request.

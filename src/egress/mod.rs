@@ -23,8 +23,8 @@ mod session;
 
 pub use auth::{AuthScheme, Credential, Secret};
 pub use checkpoint::{
-    Attempt, Checkpoint, Decided, Decision, Dispatch, Note, Outgoing, Pending, Reached, Refusal,
-    Rule, Verdict,
+    Attempt, Checkpoint, Decided, Decision, Dispatch, Note, Outgoing, Pending, Position, Reached,
+    Refusal, Rule, Verdict,
 };
 pub use error::EgressError;
 pub use policy::OriginPolicy;
@@ -99,14 +99,18 @@ impl Egress {
     }
 
     /// Opens the budget and call log of one execution, whose requests `checkpoint` decides
-    /// about.
+    /// about. Requests in flight end with `ended` (the run's end), but a write that has left
+    /// ends only with `stopped` (the call's: a cancellation, the server stopping) or the
+    /// deadline, so that what became of it is known and recorded; `ended` is a child of
+    /// `stopped`.
     pub fn session(
         &self,
         checkpoint: Arc<dyn Checkpoint>,
         deadline: crate::deadline::Deadline,
-        cancel: CancellationToken,
+        ended: CancellationToken,
+        stopped: CancellationToken,
     ) -> EgressSession {
-        EgressSession::new(self.inner.clone(), checkpoint, deadline, cancel)
+        EgressSession::new(self.inner.clone(), checkpoint, deadline, ended, stopped)
     }
 
     /// The base URL, for rules that need one.

@@ -15,8 +15,8 @@ use url::Url;
 use super::EgressError;
 use super::auth::Credential;
 use super::checkpoint::{
-    Attempt, Checkpoint, Decided, Decision, Dispatch, Note, Outgoing, Reached, Refusal, Rule,
-    Verdict,
+    Attempt, Checkpoint, Decided, Decision, Dispatch, Note, Outgoing, Position, Reached, Refusal,
+    Rule, Verdict,
 };
 use super::client::{CheckedRequest, Client, RawResponse, header_pair};
 use super::scrub::Scrubber;
@@ -78,6 +78,10 @@ pub struct ScriptRequest {
     /// reads it: the gateway has re-encoded the request or dropped it before.
     #[serde(default)]
     pub unencoded: Option<Unencoded>,
+    /// Where the script made it among its requests (see [`Position`]): set by the gateway as
+    /// the script makes requests, never taken from the sandbox.
+    #[serde(skip)]
+    pub position: Option<Position>,
 }
 
 /// The query and body of an `api.request` call, as the script gave them.
@@ -227,7 +231,10 @@ struct State {
     scrubber: Scrubber,
     checkpoint: Arc<dyn Checkpoint>,
     deadline: Deadline,
+    /// The run's end: requests in flight end with it, but for writes that have left.
     cancel: CancellationToken,
+    /// The call's end (a cancellation, the server stopping): every request ends with it.
+    stopped: CancellationToken,
     /// Requests asked for: sent attempts (retries included) and refusals alike.
     sent: AtomicU32,
     /// Response bytes received so far, all requests together.
@@ -241,12 +248,14 @@ impl EgressSession {
         checkpoint: Arc<dyn Checkpoint>,
         deadline: Deadline,
         cancel: CancellationToken,
+        stopped: CancellationToken,
     ) -> Self {
         let allowance = client
             .limits()
             .max_total_response_bytes
             .saturating_mul(super::scrub::WORK_PER_RECEIVED_BYTE);
-        let scrubber = client.scrubber().bounded(allowance, cancel.clone());
+        // A write that left outlives the run: its response is still checked, for its journal.
+        let scrubber = client.scrubber().bounded(allowance, stopped.clone());
         Self {
             state: Arc::new(State {
                 client,
@@ -254,6 +263,7 @@ impl EgressSession {
                 checkpoint,
                 deadline,
                 cancel,
+                stopped,
                 sent: AtomicU32::new(0),
                 received: std::sync::atomic::AtomicUsize::new(0),
                 log: Mutex::new(CallLog::default()),
@@ -293,6 +303,7 @@ impl EgressSession {
     async fn send_one(&self, request: ScriptRequest) -> Result<ScriptResponse, EgressError> {
         let method = request.method.to_ascii_uppercase();
         let operation = request.operation.clone();
+        let position = request.position.clone();
         let (checked, dropped) = match self.check(request) {
             Ok(checked) => checked,
             Err((url, error)) => {
@@ -322,6 +333,7 @@ impl EgressSession {
             url: &checked.url,
             headers: &headers,
             body: checked.body.as_deref(),
+            position: position.as_ref(),
         };
         let Decided {
             operation: classified,
@@ -379,8 +391,10 @@ impl EgressSession {
             }
             result
         });
-        let abort = task.abort_handle();
-        let _abort_on_drop = AbortOnDrop(abort);
+        // A read is dropped with the script's wait for it; a write that may have left runs
+        // to its end (the execution waits for it, see `Gate::audited`), so that what the
+        // provider did with it is recorded instead of unknown.
+        let _abort_on_drop = (!write).then(|| AbortOnDrop(task.abort_handle()));
         match task.await {
             Ok(result) => result,
             Err(_) => Err(EgressError::Cancelled { url: shown }),
@@ -581,7 +595,7 @@ impl State {
             if let Some(wait) = self.retry_wait(&request.method, &raw, attempt) {
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => continue,
-                    _ = self.cancel.cancelled() => return Err(EgressError::Cancelled { url: shown }),
+                    _ = self.cut(&request.method).cancelled() => return Err(EgressError::Cancelled { url: shown }),
                 }
             }
             return Ok(self.to_script(raw));
@@ -598,7 +612,16 @@ impl State {
         let timeout = self.client.limits().request_timeout.min(left);
         tokio::select! {
             result = self.client.send_once(request, timeout, &self.received) => result,
-            _ = self.cancel.cancelled() => Err(EgressError::Cancelled { url: shown.to_owned() }),
+            _ = self.cut(&request.method).cancelled() => Err(EgressError::Cancelled { url: shown.to_owned() }),
+        }
+    }
+
+    /// What ends a request of `method` in flight: the run's end for a read, the call's for
+    /// a write (which finishes, so that what became of it is known).
+    fn cut(&self, method: &Method) -> &CancellationToken {
+        match is_write(method.as_str()) {
+            true => &self.stopped,
+            false => &self.cancel,
         }
     }
 
@@ -726,6 +749,7 @@ fn redirect(
         body: None,
         operation: None,
         unencoded: None,
+        position: None,
     }))
 }
 
@@ -753,6 +777,15 @@ fn parse_method(method: &str) -> Result<Method, EgressError> {
 
 /// Reads a script URL: API paths extend the base URL's path; fetch URLs resolve like a browser.
 fn resolve_url(base: &Url, given: &str, kind: UrlKind) -> Result<Url, EgressError> {
+    // A fragment never leaves (HTTP sends none): it is dropped here, before the URL is
+    // classified, shown to a human, fingerprinted or logged, so that all of them are the URL
+    // sent (`.../cus_vip#the-test-one` would show a note the provider never sees).
+    let mut url = resolve_with_fragment(base, given, kind)?;
+    url.set_fragment(None);
+    Ok(url)
+}
+
+fn resolve_with_fragment(base: &Url, given: &str, kind: UrlKind) -> Result<Url, EgressError> {
     let invalid = |reason: String| EgressError::InvalidUrl {
         url: given.to_owned(),
         reason,

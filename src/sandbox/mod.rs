@@ -17,6 +17,7 @@ mod entry;
 mod errors;
 mod finish;
 mod freeing;
+mod hold;
 mod loader;
 mod nesting;
 mod network;
@@ -38,6 +39,7 @@ pub fn nesting_depth(code: &str) -> Option<usize> {
 }
 pub use errors::cancelled as cancelled_error;
 use finish::{Logs, finish};
+pub use hold::{Hold, Release, hold};
 pub use network::{Gateway, Network, NetworkError, NetworkFuture};
 pub use outcome::{ConsoleLine, ErrorKind, ExecError, Outcome, Timings, Truncation};
 pub use report::Report;
@@ -126,6 +128,10 @@ pub async fn run_code(
 /// frame of the worker protocol. Larger code is refused before any sandbox is used.
 pub const MAX_CODE_BYTES: usize = 1 << 20;
 
+/// How long an execution's outcome waits, at most, for the audit lines of its requests cut
+/// short by its end (each a synced line: milliseconds, unless the disk stalls).
+const AUDIT_WAIT: Duration = Duration::from_secs(5);
+
 /// Runs executions in this process: one fresh runtime on one fresh thread per call. For
 /// tests and debugging; the engine's per-runtime leak makes it unfit for a long-lived server.
 #[derive(Clone)]
@@ -190,6 +196,7 @@ impl InProcessSandbox {
             &self.egress,
             self.sdk.clone(),
             gate,
+            None,
             limits,
             cancel,
             |gateway, cancel, deadline| run_code(code, limits, gateway, cancel, deadline, prepared),
@@ -200,13 +207,18 @@ impl InProcessSandbox {
 
 /// One execution from the side that holds egress: refuses code over [`MAX_CODE_BYTES`],
 /// opens its session and gateway with the deadline and the gate that decides about its
-/// requests, lets `run` produce the report (in this process or a worker), then finishes the
+/// requests (held at `hold` until the type check's verdict, when given), lets `run` produce the report (in this process or a worker), then finishes the
 /// outcome (parse, scrub, bound) with the call log and the gate's plan.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one execution's parts, each from its own owner: the pool's target or the in-process sandbox"
+)]
 pub async fn execute_with<F, Fut>(
     code_len: usize,
     egress: &Egress,
     sdk: Option<Arc<Sdk>>,
     gate: Arc<Gate>,
+    hold: Option<Hold>,
     limits: &ExecLimits,
     cancel: CancellationToken,
     run: F,
@@ -235,10 +247,25 @@ where
     // Requests still in flight when the run has reported end then, not when the runtime that
     // made them is freed (after its report, in this process too).
     let ended = cancel.child_token();
-    let session = egress.session(gate.clone(), deadline.clone(), ended.clone());
-    let gateway = Arc::new(Gateway::new(session.clone(), sdk));
-    let report = run(gateway, cancel, deadline).await;
+    let session = egress.session(
+        gate.clone(),
+        deadline.clone(),
+        ended.clone(),
+        cancel.clone(),
+    );
+    let gateway = Arc::new(Gateway::new(session.clone(), sdk).held_by(hold));
+    let report = run(gateway, cancel, deadline.clone()).await;
     ended.cancel();
+    // Reads in flight end with the run; writes that left finish (within the deadline), so
+    // that their responses are recorded for re-runs and their audit lines written. The
+    // outcome waits for both (a process may exit once it has its outcome).
+    let within = deadline.left() + AUDIT_WAIT;
+    if !gate.audited(within).await {
+        tracing::error!(
+            "an execution's writes and audit lines did not all end within {} s of its end",
+            within.as_secs()
+        );
+    }
     let logs = Logs {
         calls: session.calls(),
         plan: gate.plan(),

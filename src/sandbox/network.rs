@@ -9,7 +9,12 @@ use serde::{Deserialize, Serialize};
 
 use std::sync::Arc;
 
-use crate::egress::{EgressSession, ScriptRequest, ScriptResponse};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::hold::Hold;
+use crate::egress::{EgressSession, Position, ScriptRequest, ScriptResponse};
+use crate::lock::lock;
 use crate::sdk::{Sdk, SdkCall};
 
 /// Replies larger than this (body, headers and URL) are scrubbed on a blocking thread.
@@ -84,19 +89,76 @@ pub trait Network: Send + Sync + 'static {
 pub struct Gateway {
     session: EgressSession,
     sdk: Option<Arc<Sdk>>,
+    /// Requests wait here before egress sees them (the type check's verdict).
+    hold: Option<Hold>,
+    /// Requests the script made so far, by slot (see [`Position`]).
+    positions: Mutex<HashMap<String, u32>>,
 }
+
+/// Slots a gateway numbers the requests of; past them (a script making requests to
+/// thousands of paths), a request goes without a position and the approval gate counts it
+/// where it arrives.
+const MAX_SLOTS: usize = 4_096;
+
+/// Bytes of a raw request's path kept in its slot.
+const MAX_SLOT_BYTES: usize = 512;
 
 impl Gateway {
     /// A gateway for one execution; without an SDK, only raw requests work.
     pub fn new(session: EgressSession, sdk: Option<Arc<Sdk>>) -> Self {
-        Self { session, sdk }
+        Self {
+            session,
+            sdk,
+            hold: None,
+            positions: Mutex::default(),
+        }
+    }
+
+    /// Gives `request` its position among the script's requests, in the order the script
+    /// made them: this runs as the request comes out of the sandbox, before anything about
+    /// it waits.
+    fn place(&self, request: &mut ScriptRequest) {
+        let method = request.method.to_ascii_uppercase();
+        let slot = match &request.operation {
+            Some(operation) => format!("{method} {operation}"),
+            None => {
+                let path = request.url.split(['?', '#']).next().unwrap_or_default();
+                format!("{method} {}", crate::egress::cut(path, MAX_SLOT_BYTES))
+            }
+        };
+        let mut positions = lock(&self.positions);
+        if positions.len() >= MAX_SLOTS && !positions.contains_key(&slot) {
+            return;
+        }
+        let count = positions.entry(slot.clone()).or_default();
+        request.position = Some(Position {
+            slot,
+            occurrence: *count,
+        });
+        *count += 1;
+    }
+
+    /// The same gateway, its requests waiting at `hold` before anything about them is
+    /// decided, logged or sent.
+    pub fn held_by(mut self, hold: Option<Hold>) -> Self {
+        self.hold = hold;
+        self
     }
 
     /// Sends a request; what comes back, a response or an error, is scrubbed whole here,
     /// the one place replies enter the isolate.
     fn forward(&self, request: ScriptRequest) -> NetworkFuture {
         let session = self.session.clone();
+        let hold = self.hold.clone();
         Box::pin(async move {
+            if let Some(hold) = hold
+                && !hold.passed().await
+            {
+                return Err(NetworkError {
+                    kind: "stopped".into(),
+                    message: "the type check stopped this script before anything was sent".into(),
+                });
+            }
             let reply = session.send(request).await.map_err(|error| NetworkError {
                 kind: error.kind().to_owned(),
                 message: error.to_string(),
@@ -139,6 +201,7 @@ impl Network for Gateway {
             }
             _ => request.unencoded = None,
         }
+        self.place(&mut request);
         self.forward(request)
     }
 
@@ -158,7 +221,10 @@ impl Network for Gateway {
             }),
         };
         match prepared {
-            Ok(request) => self.forward(request),
+            Ok(mut request) => {
+                self.place(&mut request);
+                self.forward(request)
+            }
             Err(error) => {
                 let reply = into_isolate(self.session.scrubber(), Err(error));
                 Box::pin(async move { reply })

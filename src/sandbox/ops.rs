@@ -246,7 +246,8 @@ mod tests {
         .unwrap();
         let deadline = crate::deadline::Deadline::after(std::time::Duration::from_secs(5));
         let gate = std::sync::Arc::new(crate::approval::Gate::open(egress.base_url().clone()));
-        let session = egress.session(gate, deadline, tokio_util::sync::CancellationToken::new());
+        let stopped = tokio_util::sync::CancellationToken::new();
+        let session = egress.session(gate, deadline, stopped.child_token(), stopped);
         let network: Arc<dyn Network> = Arc::new(crate::sandbox::Gateway::new(session, None));
         let mut runtime = deno_core::JsRuntime::new(deno_core::RuntimeOptions {
             extensions: vec![sdkbox_sandbox::init()],

@@ -93,6 +93,7 @@ impl Sdk {
             body: None,
             operation: Some(op.id.clone()),
             unencoded: None,
+            position: None,
         };
         let size = encode::nested_size(0, &call.params);
         if size > encode::MAX_ENCODED_BYTES {

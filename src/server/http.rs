@@ -172,7 +172,10 @@ pub async fn serve_http(
     let body = (options.body_timeout, options.max_body_bytes);
     let mcp = Router::new()
         .nest_service("/mcp", service)
-        .layer(axum::middleware::from_fn(session_closed_is_no_content))
+        .layer(axum::middleware::from_fn_with_state(
+            provider.approvals.clone(),
+            session_closed_is_no_content,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             lifecycle.clone(),
             super::lifecycle::refuse_new_calls,
@@ -371,11 +374,36 @@ async fn body_in_time(
 
 /// Answers a session's `DELETE` with 204 instead of rmcp's 202: the session is closed, not
 /// queued for closing, and the official Python client warns on anything but 200 or 204.
-async fn session_closed_is_no_content(request: Request, next: Next) -> Response {
-    let delete = request.method() == axum::http::Method::DELETE;
+/// What it left waiting for a human (questions on the page, chains) goes with it.
+async fn session_closed_is_no_content(
+    State(approvals): State<crate::approval::Approvals>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let closed = (request.method() == axum::http::Method::DELETE)
+        .then(|| {
+            request
+                .headers()
+                .get("mcp-session-id")?
+                .to_str()
+                .ok()
+                .map(str::to_owned)
+        })
+        .flatten();
     let mut response = next.run(request).await;
-    if delete && response.status() == StatusCode::ACCEPTED {
+    if let Some(session) = closed
+        && response.status() == StatusCode::ACCEPTED
+    {
         *response.status_mut() = StatusCode::NO_CONTENT;
+        match approvals.forget_session(&session).await {
+            Ok(0) => {}
+            Ok(forgotten) => {
+                tracing::info!(forgotten, "what a closed session left waiting is gone")
+            }
+            Err(error) => {
+                tracing::warn!(%error, "what a closed session left waiting stays until it expires")
+            }
+        }
     }
     response
 }

@@ -39,6 +39,7 @@ use crate::sandbox::ExecLimits;
 use crate::sdk::Sdk;
 use crate::search::{DEFAULT_LIMIT, DocsIndex, Filters};
 use crate::signin::{SignIn, SignedIn};
+use crate::typecheck::Verdict;
 use crate::worker::{Pool, Target};
 use tokio_util::sync::CancellationToken;
 
@@ -150,7 +151,7 @@ impl SdkboxServer {
     /// What cancels an execution: its call's cancellation, or the server's stop.
     fn cancellation(&self, context: &RequestContext<RoleServer>) -> CancellationToken {
         let Some(lifecycle) = &self.lifecycle else {
-            return context.ct.clone();
+            return context.ct.child_token();
         };
         let cancel = context.ct.child_token();
         let (stopping, linked) = (lifecycle.stopping().clone(), cancel.clone());
@@ -265,34 +266,15 @@ impl SdkboxServer {
             _ => &egress,
         };
         let caller = self.caller(&context, acting_as, signed_in.as_deref());
-        // Checked once the caller is known, before the approval round and the pool: a script
-        // with certain errors is not run at all.
+        // Checked while it runs: its requests wait for the verdict, and a script with certain
+        // errors is stopped with nothing sent.
         let who = principal(&context);
-        let warnings = match &self.provider.typecheck {
-            None => Vec::new(),
-            Some(check) => match tokio::select! {
-                // A cancelled call stops waiting for its check.
-                verdict = check.verdict(&input.code, &who) => verdict,
-                _ = context.ct.cancelled() => {
-                    return Err(ErrorData::invalid_params("the call was cancelled", None));
-                }
-            } {
-                crate::typecheck::Verdict::Run(warnings) => {
-                    let verdict = if warnings.is_empty() {
-                        "clean"
-                    } else {
-                        "warned"
-                    };
-                    metrics::counter!("sdkbox_typecheck_total", "verdict" => verdict).increment(1);
-                    warnings
-                }
-                crate::typecheck::Verdict::Stop(error) => {
-                    metrics::counter!("sdkbox_typecheck_total", "verdict" => "stopped")
-                        .increment(1);
-                    return Ok(CallToolResponse::Complete(self.refused(&egress, error)));
-                }
-            },
-        };
+        let checking = self
+            .provider
+            .typecheck
+            .as_ref()
+            .map(|check| check.begin(&input.code, &who));
+        let checked = checking.is_some();
         let dry_run = input.dry_run.unwrap_or(false);
         let begun = self.provider.approvals.begin(
             &caller,
@@ -320,15 +302,65 @@ impl SdkboxServer {
             gate: round.gate(),
             caller: caller.worker_identity(),
             principal: who,
+            hold: checking.as_ref().and_then(|checking| checking.hold()),
         };
         let heartbeat = progress_heartbeat(&context);
         let cancel = self.cancellation(&context);
-        let mut outcome = self
+        let run = self
             .provider
             .pool
-            .execute(&target, &input.code, &limits, cancel.clone())
-            .await;
+            .execute(&target, &input.code, &limits, cancel.clone());
+        let verdict = async {
+            let Some(checking) = checking else {
+                return Verdict::Run(Vec::new());
+            };
+            let verdict = tokio::select! {
+                verdict = checking.verdict() => verdict,
+                // A cancelled call stops waiting for its check; its requests stay held.
+                () = context.ct.cancelled() => return Verdict::Run(Vec::new()),
+            };
+            if matches!(verdict, Verdict::Stop(_)) {
+                // Ended at once: nothing it computes is shown, and nothing left.
+                cancel.cancel();
+            }
+            verdict
+        };
+        let (mut outcome, verdict) = tokio::join!(run, verdict);
         cancel.cancel();
+        let warnings = match verdict {
+            Verdict::Run(warnings) => {
+                let verdict = if !checked {
+                    None
+                } else if warnings.is_empty() {
+                    Some("clean")
+                } else {
+                    Some("warned")
+                };
+                if let Some(verdict) = verdict {
+                    metrics::counter!("sdkbox_typecheck_total", "verdict" => verdict).increment(1);
+                }
+                warnings
+            }
+            Verdict::Stop(error) => {
+                metrics::counter!("sdkbox_typecheck_total", "verdict" => "stopped").increment(1);
+                if let Some(heartbeat) = heartbeat {
+                    heartbeat.abort();
+                }
+                round.abandon();
+                // Code the sandbox could not parse says so in its own words, as unchecked
+                // code would: a syntax error is not a type error.
+                let unparsable = outcome
+                    .error
+                    .as_ref()
+                    .is_some_and(|e| e.kind == crate::sandbox::ErrorKind::Syntax);
+                let result = if unparsable {
+                    tools::execute_result(&outcome, self.provider.limits.max_output_bytes)
+                } else {
+                    self.refused(&target.egress, error)
+                };
+                return Ok(CallToolResponse::Complete(result));
+            }
+        };
         // Cut off by the shutdown grace (not by its caller): the next run of this code
         // continues this one.
         let stopped_by_server = self

@@ -1,8 +1,9 @@
 //! Type-checked `execute`: TypeScript 7's own compiler checks the model's code against the
-//! SDK's declarations before anything runs. What is certainly wrong (a syntax error, an
-//! unknown SDK group or method, an unknown, missing or mistyped parameter of an SDK call,
-//! calling what is not a function) stops the run with the compiler's message, line, caret
-//! and "did you mean"; everything else (say, a response property the spec does not declare,
+//! SDK's declarations while the sandbox runs it, and nothing the script sends leaves before
+//! the verdict. What is certainly wrong (a syntax error, an unknown SDK group or method, an
+//! unknown, missing or mistyped parameter of an SDK call, calling what is not a function)
+//! stops the run, nothing sent, with the compiler's message, line, caret and "did you
+//! mean"; everything else (say, a response property the spec does not declare,
 //! since specs are often incomplete) comes back as a warning. A check that cannot finish in
 //! time lets the run go ahead, with a note.
 
@@ -23,7 +24,7 @@ use crate::lock::lock;
 
 use crate::sdk::Sdk;
 
-use crate::sandbox::{ErrorKind, ExecError};
+use crate::sandbox::{ErrorKind, ExecError, Hold};
 
 /// How long one check may take, its wait for a compiler included, before the run goes ahead
 /// unchecked.
@@ -181,6 +182,28 @@ impl Drop for GiveBack<'_> {
     }
 }
 
+/// A check under way while its script runs: in `block` mode the script's requests wait at
+/// its hold until the verdict lets them leave, so a script it stops has sent nothing.
+pub struct Checking {
+    /// The check, on a task of its own; aborted when the call ends first.
+    task: tokio_util::task::AbortOnDropHandle<Verdict>,
+    hold: Option<Hold>,
+}
+
+impl Checking {
+    /// Where the script's requests wait, when the verdict can stop them.
+    pub fn hold(&self) -> Option<Hold> {
+        self.hold.clone()
+    }
+
+    /// The verdict, once the check is done.
+    pub async fn verdict(self) -> Verdict {
+        self.task.await.unwrap_or_else(|error| {
+            Verdict::Run(vec![format!("not type-checked: the check failed: {error}")])
+        })
+    }
+}
+
 /// A server's type check.
 pub struct TypeCheck {
     mode: Mode,
@@ -257,6 +280,26 @@ impl TypeCheck {
             }
         }
         Some(Self { mode, checker, sdk })
+    }
+
+    /// Starts checking `code` for `who` while it runs (see [`Checking`]): the verdict
+    /// opens the hold when the code may run and leaves it shut when it may not.
+    pub fn begin(self: &Arc<Self>, code: &str, who: &Principal) -> Checking {
+        let (release, hold) = crate::sandbox::hold();
+        let check = self.clone();
+        let code = code.to_owned();
+        let who = who.clone();
+        let task = tokio::spawn(async move {
+            let verdict = check.verdict(&code, &who).await;
+            if matches!(verdict, Verdict::Run(_)) {
+                release.open();
+            }
+            verdict
+        });
+        Checking {
+            task: tokio_util::task::AbortOnDropHandle::new(task),
+            hold: (self.mode == Mode::Block).then_some(hold),
+        }
     }
 
     /// What the check is doing: `ready`, `downloading` (its compiler), or `unavailable`.

@@ -101,7 +101,7 @@ struct Forward {
 
 /// What the script wants sent up.
 enum Outgoing {
-    Http(ScriptRequest),
+    Http(Box<ScriptRequest>),
     Call(SdkCall),
 }
 
@@ -109,7 +109,7 @@ type Reply = oneshot::Sender<Result<ScriptResponse, NetworkError>>;
 
 impl Network for Forward {
     fn send(&self, request: ScriptRequest) -> NetworkFuture {
-        self.forward(Outgoing::Http(request))
+        self.forward(Outgoing::Http(Box::new(request)))
     }
 
     fn call(&self, call: SdkCall) -> NetworkFuture {
@@ -162,7 +162,7 @@ async fn run_one(
                 next_id += 1;
                 let request_id = next_id;
                 let message = match message {
-                    Outgoing::Http(request) => FromWorker::Http { request_id, request },
+                    Outgoing::Http(request) => FromWorker::Http { request_id, request: *request },
                     Outgoing::Call(call) => FromWorker::Call { request_id, call },
                 };
                 match channel.send(message).await {

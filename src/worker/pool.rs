@@ -100,6 +100,8 @@ pub struct Target {
     pub caller: u64,
     /// Who is behind it, for a fair share of the workers.
     pub principal: Principal,
+    /// Where its requests wait for the type check's verdict, when one is still coming.
+    pub hold: Option<crate::sandbox::Hold>,
 }
 
 /// Runs executions in worker processes. Cheap to clone.
@@ -179,6 +181,7 @@ impl Pool {
             &target.egress,
             sdk,
             target.gate.clone(),
+            target.hold.clone(),
             limits,
             cancel,
             |gateway, cancel, deadline| async move {
@@ -310,7 +313,18 @@ impl Inner {
                 Ok(report) => {
                     worker.runs += 1;
                     worker.served = Some(identity);
-                    self.release(worker);
+                    // A memory stop leaves the engine's allocator near its limit, and runs
+                    // after it on the same process sometimes crashed (SIGSEGV) instead of
+                    // stopping cleanly: the worker does not run again.
+                    let stopped_for_memory = report
+                        .error
+                        .as_ref()
+                        .is_some_and(|e| e.kind == ErrorKind::Memory);
+                    if stopped_for_memory {
+                        self.retire(worker, "memory");
+                    } else {
+                        self.release(worker);
+                    }
                     return report;
                 }
                 Err(RunFailure::NotStarted(status)) => {

@@ -294,6 +294,8 @@ pub struct Human {
     answer: Answer,
     wait: Duration,
     pub asked: AtomicUsize,
+    /// The questions put, as described to the human.
+    pub questions: std::sync::Mutex<Vec<String>>,
 }
 
 impl Approver for Human {
@@ -304,6 +306,7 @@ impl Approver for Human {
     fn ask(&self, ask: Ask, _key: Key, _timeout: Duration) -> AnswerFuture {
         self.asked.fetch_add(1, Ordering::SeqCst);
         assert!(ask.describe().contains("customers.create"), "{ask:?}");
+        self.questions.lock().unwrap().push(ask.describe());
         let (answer, wait) = (self.answer.clone(), self.wait);
         Box::pin(async move {
             tokio::time::sleep(wait).await;
@@ -328,7 +331,36 @@ pub fn human(answer: Answer, wait: Duration) -> Arc<Human> {
         answer,
         wait,
         asked: AtomicUsize::new(0),
+        questions: std::sync::Mutex::default(),
     })
+}
+
+/// A URL's fragment is never sent, so it is not shown either: the human approves, and the
+/// call log and the provider get, one URL (a note after `#` could make a write look like
+/// another).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fragment_is_neither_shown_nor_logged_since_it_is_never_sent() {
+    let demo = demo("", ApprovalArgs::default()).await;
+    let yes = human(
+        Answer::Approve {
+            by: "the user".into(),
+        },
+        Duration::ZERO,
+    );
+    let code = "return await api.request('POST', '/customers#the-test-customer-not-the-vip',                 { body: { name: 'fragment', email: 'fragment@example.com' } });";
+    let gate = demo.gate(code, Some(yes.clone()), false).await;
+    let outcome = demo
+        .sandbox
+        .execute_gated(code, &quick(5_000), CancellationToken::new(), gate)
+        .await;
+    assert!(outcome.ok, "{outcome:?}");
+    let questions = yes.questions.lock().unwrap().clone();
+    assert_eq!(questions.len(), 1, "{questions:?}");
+    assert!(!questions[0].contains('#'), "{}", questions[0]);
+    assert!(questions[0].contains("/customers"), "{}", questions[0]);
+    let logged = serde_json::to_string(&outcome.http).unwrap();
+    assert!(!logged.contains("the-test-customer"), "{logged}");
+    assert_eq!(demo.customers_named("fragment").await, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -477,6 +509,7 @@ async fn a_worker_waits_for_the_human_without_running_out_of_time() {
         gate: demo.gate(&code, Some(yes), false).await,
         caller: 1,
         principal: sdkbox::fair::Principal::stdio(),
+        hold: None,
     };
     let outcome = pool
         .execute(&target, &code, &quick(1_000), CancellationToken::new())

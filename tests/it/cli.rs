@@ -46,6 +46,49 @@ async fn exec_runs_a_file_against_a_provider() {
     assert!(seen[0].as_deref().unwrap().starts_with("Basic "));
 }
 
+/// A write still in flight when the script returns is not cut short: it finishes (within
+/// the deadline), so what the provider did with it is known, and `exec` prints its outcome
+/// and exits only once the audit file has its line. It used to exit before the line was
+/// written, in 3 of 5 runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_waits_for_a_write_in_flight_and_its_audit_line_before_it_exits() {
+    let provider = Provider::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("cut.ts");
+    std::fs::write(
+        &script,
+        "api.request('POST', '/slow', { body: { n: 1 } }).catch(() => {});\n\
+         await new Promise((r) => setTimeout(r, 300));\n\
+         return 'returned';",
+    )
+    .unwrap();
+    for run in 0..5 {
+        let audit = dir.path().join(format!("audit-{run}.jsonl"));
+        let (script, base, path) = (script.clone(), provider.base.to_string(), audit.clone());
+        let output = tokio::task::spawn_blocking(move || {
+            sdkbox()
+                .args(["exec", script.to_str().unwrap(), "--base-url", &base])
+                .args(["--writes", "allow", "--audit-log", path.to_str().unwrap()])
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        let outcome = json_stdout(&output);
+        assert_eq!(outcome["result"], "returned", "{outcome}");
+        assert_eq!(outcome["http"][0]["status"], 200, "{outcome}");
+        let lines = std::fs::read_to_string(&audit).unwrap();
+        let answered = lines
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .any(|line| line["event"] == "attempt" && line["sent"] == "yes");
+        assert!(
+            answered,
+            "run {run}: no line for the write's answer:\n{lines}"
+        );
+    }
+}
+
 #[test]
 fn exec_fails_with_a_status_and_clear_messages() {
     let dir = tempfile::tempdir().unwrap();

@@ -18,7 +18,7 @@ use crate::support::{Listening, listening};
 /// Every check an approvals client runs (`approvals.mjs`, `approvals.py`): its elicitation
 /// handler approves, declines or cancels by the customer's name, and the demo provider's own
 /// list shows which writes went out.
-const APPROVAL_CHECKS: [&str; 13] = [
+const APPROVAL_CHECKS: [&str; 14] = [
     "tools",
     "approved_write",
     "declined_write",
@@ -28,6 +28,7 @@ const APPROVAL_CHECKS: [&str; 13] = [
     "approve_all",
     "two_approvals",
     "four_approvals",
+    "parallel_writes",
     "entry_called_by_the_script",
     "large_question",
     "dry_run",

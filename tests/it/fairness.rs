@@ -25,6 +25,7 @@ async fn server(extra: &[&str]) -> Listening {
 }
 
 /// An MCP session of a client on one loopback address, over raw HTTP.
+#[derive(Clone)]
 struct Session {
     url: String,
     id: String,
@@ -102,6 +103,19 @@ impl Session {
             .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
             .find(|message| message.get("id") == Some(&json!(id)));
         answer.ok_or((status, text))
+    }
+
+    /// Closes the session as a client does (`DELETE`); the HTTP status.
+    async fn close(&self) -> u16 {
+        self.client
+            .delete(&self.url)
+            .header("mcp-protocol-version", "2025-06-18")
+            .header("mcp-session-id", &self.id)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
     }
 
     async fn execute(&self, code: &str) -> Value {
@@ -237,6 +251,48 @@ async fn a_caller_with_many_sessions_cannot_fill_the_approval_page() {
         .await;
     let said = outcome.to_string();
     assert!(said.contains("/approve/"), "{said}");
+}
+
+/// A session its client closes takes what it left waiting for a human (its scripts' chains,
+/// its undecided questions on the page) with it: no run can continue them any more, and they
+/// held the room of their principal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_sessions_questions_leave_the_page_and_free_its_callers_room() {
+    let server = server(&["--writes", "approve"]).await;
+    let first = Session::start(&server.url, NOISY).await;
+    let ask = |session: &Session, n: usize| {
+        let code = format!(
+            "return await api.customers.create({{ name: 'closing {n}', email: 'c{n}@example.com' }});"
+        );
+        let session = session.clone();
+        async move { session.execute(&code).await.to_string() }
+    };
+    // As many scripts waiting for a human as one principal may have, from one session, a
+    // few at once.
+    let mut links = Vec::new();
+    for batch in (0..32).collect::<Vec<_>>().chunks(8) {
+        let said = futures_util::future::join_all(batch.iter().map(|n| ask(&first, *n))).await;
+        links.extend(said.into_iter().filter(|s| s.contains("/approve/")));
+    }
+    assert_eq!(links.len(), 32, "not every write got its question");
+    let second = Session::start(&server.url, NOISY).await;
+    let said = ask(&second, 32).await;
+    assert!(said.contains("counted across its sessions"), "{said}");
+    assert_eq!(first.close().await, 204);
+    let said = ask(&second, 32).await;
+    assert!(
+        said.contains("/approve/"),
+        "the closed session's scripts still count: {said}"
+    );
+    // The closed session's links now say the question is gone.
+    let path = links[0].find("/approve/").unwrap();
+    let start = links[0][..path].rfind("http://").unwrap();
+    let link: String = links[0][start..]
+        .chars()
+        .take_while(|c| !c.is_whitespace() && *c != '"' && *c != '\\')
+        .collect();
+    let page = reqwest::get(&link).await.unwrap();
+    assert_eq!(page.status(), 404, "{link}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -53,6 +53,7 @@ async fn pool_with(config: PoolConfig, base: &Url) -> Fixture {
             gate: open_gate(&egress),
             caller: egress.identity(),
             principal: sdkbox::fair::Principal::stdio(),
+            hold: None,
             egress,
             sdk: None,
         },
@@ -157,6 +158,30 @@ async fn a_memory_bomb_under_the_address_space_limit_fails_cleanly() {
         "{outcome:?}"
     );
     still_serving(&pool).await;
+}
+
+/// A memory stop ends as kind `memory`, and its worker runs nothing more: runs after a
+/// memory stop on the same process used to end, about 1 in 15, as a crash (SIGSEGV). A
+/// series of memory stops, each a memory error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_stop_is_a_memory_error_and_retires_its_worker() {
+    let pool = offline_pool(config(1)).await;
+    let code = "const keep = []; while (true) keep.push(new Uint8Array(1 << 20).fill(1));";
+    for attempt in 0..8 {
+        let before = pool.worker_pids();
+        let outcome = run(&pool, code, &quick(20_000)).await;
+        assert_eq!(
+            kind(&outcome),
+            ErrorKind::Memory,
+            "run {attempt}: {outcome:?}"
+        );
+        still_serving(&pool).await;
+        let after = pool.worker_pids();
+        assert!(
+            before.iter().any(|pid| !after.contains(pid)),
+            "run {attempt}: the worker that stopped for memory is still there ({before:?}, {after:?})"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -380,6 +405,7 @@ async fn a_worker_serves_one_caller_only() {
         gate: open_gate(&other_egress),
         caller: other_egress.identity(),
         principal: sdkbox::fair::Principal::stdio(),
+        hold: None,
         egress: other_egress,
         sdk: None,
     };

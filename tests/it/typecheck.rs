@@ -136,7 +136,7 @@ async fn the_official_client_sees_mistakes_refused_before_anything_is_sent() {
         let report = crate::clients::client_report(&output);
         crate::clients::assert_checks_passed(&report, &format!("{sdk} {era}"));
         let checks = report["checks"].as_object().unwrap();
-        assert_eq!(checks.len(), 6, "{report}");
+        assert_eq!(checks.len(), 9, "{report}");
         assert_eq!(report["protocol"], crate::clients::expected_protocol(era));
     }
 }

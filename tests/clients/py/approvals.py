@@ -191,6 +191,26 @@ async def main():
             ) + "return ids;"
             await each_once(code, names)
 
+        # Writes at once (`Promise.all`), each approved on its own: matched to their
+        # approvals and the journal by what they are, not by the order they arrive in.
+        async def parallel_writes():
+            for n in (2, 3, 5, 6):
+                names = [f"approve-par{n}-{i}-{sfx}" for i in range(n)]
+                code = (
+                    f"return await Promise.all({json.dumps(names)}.map((name, i) => api.customers.create("
+                    f"{{ name, email: \"p{n}x\" + i + \"{sfx}@example.com\" }})));"
+                )
+                await each_once(code, names)
+            name = f"approve-same-{sfx}"
+            code = (
+                f"return await Promise.all([0, 1, 2].map(() => api.customers.create({{ name: {json.dumps(name)}, "
+                f"email: \"same{sfx}@example.com\" }})));"
+            )
+            result, outcome, _ = await run(code)
+            assert outcome.get("ok") is True and len(outcome.get("result") or []) == 3, outcome or text(result)
+            count = (await customer_names()).count(name)
+            assert count == 3, f"{name} is in the list {count} times, not 3"
+
         # The shape models write: a declared main that the script also calls itself.
         async def entry_called_by_the_script():
             name = f"approve-entry-{sfx}"
@@ -250,6 +270,7 @@ async def main():
             ("approve_all", approve_all),
             ("two_approvals", two_approvals),
             ("four_approvals", four_approvals),
+            ("parallel_writes", parallel_writes),
             ("entry_called_by_the_script", entry_called_by_the_script),
             ("large_question", large_question),
             ("dry_run", dry_run),

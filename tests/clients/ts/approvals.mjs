@@ -191,6 +191,24 @@ await check("four_approvals", async () => {
   await eachOnce(code, names);
 });
 
+// Writes at once (`Promise.all`), each approved on its own: matched to their approvals and
+// the journal by what they are, not by the order they arrive in, which differs between runs.
+const parallel = (names, tag) =>
+  `return await Promise.all(${JSON.stringify(names)}.map((name, i) => api.customers.create({ name, email: "${tag}" + i + "${sfx}@example.com" })));`;
+await check("parallel_writes", async () => {
+  for (const n of [2, 3, 5, 6]) {
+    const names = Array.from({ length: n }, (_, i) => `approve-par${n}-${i}-${sfx}`);
+    await eachOnce(parallel(names, `p${n}x`), names);
+  }
+  // Identical writes at once: each is its own write, sent once.
+  const name = `approve-same-${sfx}`;
+  const code = `return await Promise.all([0, 1, 2].map(() => api.customers.create({ name: ${JSON.stringify(name)}, email: "same${sfx}@example.com" })));`;
+  const { result, outcome } = await run(code);
+  assert(outcome.ok === true && outcome.result?.length === 3, `outcome: ${show(result)}`);
+  const count = (await customerNames()).filter((n) => n === name).length;
+  assert(count === 3, `${name} is in the list ${count} times, not 3`);
+});
+
 // The shape models write: a declared main that the script also calls itself.
 await check("entry_called_by_the_script", async () => {
   const name = `approve-entry-${sfx}`;

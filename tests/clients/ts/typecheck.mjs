@@ -1,8 +1,9 @@
 // The type check through an official MCP TypeScript client: sdkbox on stdio serving the demo
 // with TypeScript 7 (SDKBOX_ARGS: serve --demo --tsc PATH --writes allow). Mistakes in SDK
-// calls are refused before the provider receives anything; a correct write runs; an
-// undeclared response property is a warning, not a refusal; the compiler killed mid-session
-// is replaced and the next execute is checked. One JSON report line, as harness.mjs prints.
+// calls are refused before the provider receives anything, though the check runs while the
+// script does (its requests wait for the verdict); a syntax error is kind syntax; a correct
+// write runs; an undeclared response property is a warning, not a refusal; the compiler
+// killed mid-session is replaced and the next execute is checked. One JSON report line, as harness.mjs prints.
 
 import { execFileSync } from "node:child_process";
 import { assert, callTool as call, check, modules, negotiation, register, report, sdk, text, transport } from "./harness.mjs";
@@ -46,6 +47,28 @@ await check("wrong_parameter", async () => {
 
 await check("missing_required", async () => {
   await refused("return api.customers.create({ name: 'no email' });", ["TS2741", "email"]);
+});
+
+await check("raw_write_held_for_the_verdict", async () => {
+  // The check runs while the script does: the raw write before the mistake waits for the
+  // verdict, which stops the script, so it never leaves.
+  const customers = await count("customers");
+  await refused("await api.request('POST', '/customers', { body: { email: 'raw@example.com', name: 'tc-raw' } });\nreturn api.orders.lst();", ["TS2551"]);
+  assert((await count("customers")) === customers, "the raw write before the mistake was sent");
+});
+
+await check("busy_script_stopped_by_the_verdict", async () => {
+  // A script that never sends anything is still ended by a stopping verdict, not by its
+  // deadline.
+  const outcome = await refused("while (true) {}\nreturn api.orders.lst();", ["TS2551"]);
+  assert(outcome.error.kind === "type", JSON.stringify(outcome.error));
+});
+
+await check("syntax_error_is_syntax", async () => {
+  const result = await callTool("execute", { code: "return api.orders.list({ status: );" });
+  const outcome = result.structuredContent;
+  assert(result.isError === true && outcome.error?.kind === "syntax", `not a syntax error: ${text(result)}`);
+  assert(outcome.http.length === 0, JSON.stringify(outcome.http));
 });
 
 await check("correct_write_runs", async () => {
