@@ -209,9 +209,11 @@ impl Gate {
             .collect()
     }
 
-    /// Which write of the run this is: exactly, and by its slot: where the script made it
-    /// when the gateway says (concurrent requests reach here in any order), else its method
-    /// and URL, counted as they arrive (a redirect's hop).
+    /// Which write of the run this is: exactly, and by its slot (method and operation, or
+    /// path): where the script made it among the slot's requests when the gateway says so for
+    /// this very slot (concurrent requests reach here in any order), else counted as they
+    /// arrive (a `fetch`, a redirect's hop). Slots are named as they always were, so chains
+    /// recorded before positions existed still match.
     fn key(&self, fingerprint: Fingerprint, slot: String, position: Option<&Position>) -> Key {
         let mut state = lock(&self.state);
         let next = |count: &mut u32| {
@@ -221,8 +223,8 @@ impl Gate {
         };
         let occurrence = next(state.occurrences.entry(fingerprint.clone()).or_default());
         let (slot, slot_occurrence) = match position {
-            Some(position) => (position.slot.clone(), position.occurrence),
-            None => {
+            Some(position) if position.slot == slot => (slot, position.occurrence),
+            _ => {
                 let n = next(state.slots.entry(slot.clone()).or_default());
                 (slot, n)
             }
@@ -605,10 +607,14 @@ mod tests {
             occurrence,
         };
         let fingerprint = |text: &str| Fingerprint(text.into());
-        let second = gate.key(fingerprint("b"), "POST x".into(), Some(&at(1)));
-        let first = gate.key(fingerprint("a"), "POST x".into(), Some(&at(0)));
+        let slot = || "POST customers.create".to_owned();
+        let second = gate.key(fingerprint("b"), slot(), Some(&at(1)));
+        let first = gate.key(fingerprint("a"), slot(), Some(&at(0)));
         assert_eq!((first.slot_occurrence, second.slot_occurrence), (0, 1));
         assert_eq!(first.slot, "POST customers.create");
+        // A position for another slot than the gate's own reading is not taken.
+        let other = gate.key(fingerprint("e"), "POST orders.create".into(), Some(&at(7)));
+        assert_eq!(other.slot_occurrence, 0);
         let hop = gate.key(fingerprint("c"), "GET /next".into(), None);
         let next_hop = gate.key(fingerprint("d"), "GET /next".into(), None);
         assert_eq!((hop.slot_occurrence, next_hop.slot_occurrence), (0, 1));

@@ -181,19 +181,20 @@ impl ApprovalPage {
                 .await
                 .map_err(failed)?;
         }
-        if room && let Some(session) = caller.session() {
-            room = state
+        // Known by its session too, for `forget_session` (bounded as the page is; a question
+        // this cannot record is only kept until it expires).
+        if room
+            && let Some(session) = caller.session()
+            && let Err(error) = state
                 .admit(
                     &session_questions(session),
                     &id,
                     GRANT_LIFETIME,
-                    MAX_WAITING_PER_CALLER,
+                    MAX_WAITING,
                 )
                 .await
-                .map_err(failed)?;
-            if !room {
-                let _ = state.dismiss("questions", &id).await;
-            }
+        {
+            tracing::warn!(%error, "a question is not known by its session");
         }
         if !room {
             let _ = state.dismiss(&own, &id).await;

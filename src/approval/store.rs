@@ -506,16 +506,19 @@ impl Store {
                     .to_owned(),
             ));
         }
+        // Known by its session too, for `forget_session`: bounded as the server's chains
+        // are (members of chains already gone count until they expire). A chain this cannot
+        // record is only kept until it expires, as before sessions were tracked.
         if let Some(session) = caller.session() {
             let member = format!("{}:{code}", caller.share_key());
-            self.state
-                .admit(
-                    &chains_of_session(session),
-                    &member,
-                    CHAIN_LIFETIME,
-                    MAX_CHAINS_PER_CALLER,
-                )
-                .await?;
+            let session_set = chains_of_session(session);
+            if let Err(error) = self
+                .state
+                .admit(&session_set, &member, CHAIN_LIFETIME, MAX_CHAINS)
+                .await
+            {
+                tracing::warn!(%error, "a chain is not known by its session");
+            }
         }
         Ok(())
     }

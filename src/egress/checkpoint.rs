@@ -142,14 +142,15 @@ pub struct Outgoing<'a> {
     pub position: Option<&'a Position>,
 }
 
-/// Where a request stands among the requests a script made, in the order it made them (not
-/// the order they reach egress, which concurrent requests do not keep): its slot (method and
-/// SDK operation, or path) and which of the slot's requests it is. The same code makes its
-/// requests in the same order however their answers race, so a re-run's write is known by
-/// its position even when its bytes changed.
+/// Where a request stands among the requests a script made to its operation, in the order
+/// it made them (not the order they reach egress, which concurrent requests do not keep).
+/// Code that makes its writes without waiting on one another's answers (`Promise.all` over a
+/// list) makes them in the same order in every run, so a re-run's write is known by its
+/// position even when its bytes changed; writes made after answers that race (a read, then a
+/// write, in each callback) may trade places, and are then refused rather than sent twice.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Position {
-    /// Method and SDK operation (or path of a raw request).
+    /// Method and operation as the approval rules name it (`POST customers.create`).
     pub slot: String,
     /// Which of the script's requests to the slot it is, from 0.
     pub occurrence: u32,

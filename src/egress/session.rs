@@ -338,7 +338,7 @@ impl EgressSession {
         let Decided {
             operation: classified,
             decision,
-            dispatch,
+            mut dispatch,
         } = self
             .state
             .checkpoint
@@ -373,6 +373,20 @@ impl EgressSession {
                 return self.unsent(record, Ok(response));
             }
         };
+        // The run ended while this write was being decided: it does not leave now.
+        if write && self.state.cancel.is_cancelled() {
+            if let Some(dispatch) = dispatch.as_mut() {
+                let attempt = Attempt {
+                    number: 1,
+                    reached: Reached::No,
+                    status: None,
+                    error: Some("the execution ended before it left".to_owned()),
+                };
+                dispatch.after(attempt).await;
+            }
+            let error = EgressError::Cancelled { url: shown.clone() };
+            return self.unsent(record(note), Err(error));
+        }
         let state = self.state.clone();
         let task = self.state.client.runtime.spawn(async move {
             let mut dispatch = dispatch;

@@ -95,13 +95,10 @@ pub struct Gateway {
     positions: Mutex<HashMap<String, u32>>,
 }
 
-/// Slots a gateway numbers the requests of; past them (a script making requests to
-/// thousands of paths), a request goes without a position and the approval gate counts it
-/// where it arrives.
+/// Slots a gateway numbers the requests of (at most one per operation of the SDK; a bound
+/// all the same); past them, a request goes without a position and the approval gate counts
+/// it where it arrives.
 const MAX_SLOTS: usize = 4_096;
-
-/// Bytes of a raw request's path kept in its slot.
-const MAX_SLOT_BYTES: usize = 512;
 
 impl Gateway {
     /// A gateway for one execution; without an SDK, only raw requests work.
@@ -114,18 +111,23 @@ impl Gateway {
         }
     }
 
-    /// Gives `request` its position among the script's requests, in the order the script
-    /// made them: this runs as the request comes out of the sandbox, before anything about
-    /// it waits.
+    /// Gives `request` its position among the script's requests to its operation, in the
+    /// order the script made them: this runs as the request comes out of the sandbox, before
+    /// anything about it waits. Only API requests to an operation of the SDK get one (the
+    /// slot named as the approval rules name it, `POST customers.create`); the gate counts
+    /// the rest as they arrive, as it did before positions.
     fn place(&self, request: &mut ScriptRequest) {
-        let method = request.method.to_ascii_uppercase();
-        let slot = match &request.operation {
-            Some(operation) => format!("{method} {operation}"),
-            None => {
-                let path = request.url.split(['?', '#']).next().unwrap_or_default();
-                format!("{method} {}", crate::egress::cut(path, MAX_SLOT_BYTES))
-            }
+        if request.kind != crate::egress::UrlKind::Api {
+            return;
+        }
+        let Some(operation) = self
+            .sdk
+            .as_ref()
+            .and_then(|sdk| sdk.operation_name(&request.method, &request.url))
+        else {
+            return;
         };
+        let slot = format!("{} {operation}", request.method.to_ascii_uppercase());
         let mut positions = lock(&self.positions);
         if positions.len() >= MAX_SLOTS && !positions.contains_key(&slot) {
             return;

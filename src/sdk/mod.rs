@@ -229,6 +229,14 @@ impl Sdk {
         Ok(())
     }
 
+    /// The name (`group.method`) of the operation an API request (`method`, and `url`
+    /// relative to the base URL) reaches, as the approval rules name it.
+    pub fn operation_name(&self, method: &str, url: &str) -> Option<String> {
+        let path = url.split(['?', '#']).next().unwrap_or_default();
+        let op = self.operation_at(&method.to_ascii_uppercase(), path)?;
+        Some(format!("{}.{}", op.group, op.name))
+    }
+
     /// The operation `method` and `path` (relative to the base URL) reach: its template's
     /// literal segments equal, its parameters any one segment; the most literal wins.
     fn operation_at(&self, method: &str, path: &str) -> Option<&Operation> {

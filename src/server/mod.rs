@@ -274,7 +274,6 @@ impl SdkboxServer {
             .typecheck
             .as_ref()
             .map(|check| check.begin(&input.code, &who));
-        let checked = checking.is_some();
         let dry_run = input.dry_run.unwrap_or(false);
         let begun = self.provider.approvals.begin(
             &caller,
@@ -311,37 +310,34 @@ impl SdkboxServer {
             .pool
             .execute(&target, &input.code, &limits, cancel.clone());
         let verdict = async {
-            let Some(checking) = checking else {
-                return Verdict::Run(Vec::new());
-            };
+            let checking = checking?;
             let verdict = tokio::select! {
                 verdict = checking.verdict() => verdict,
-                // A cancelled call stops waiting for its check; its requests stay held.
-                () = context.ct.cancelled() => return Verdict::Run(Vec::new()),
+                // A cancelled call stops waiting for its check; the hold, never opened, lets
+                // none of its requests out.
+                () = context.ct.cancelled() => return None,
             };
             if matches!(verdict, Verdict::Stop(_)) {
                 // Ended at once: nothing it computes is shown, and nothing left.
                 cancel.cancel();
             }
-            verdict
+            Some(verdict)
         };
         let (mut outcome, verdict) = tokio::join!(run, verdict);
         cancel.cancel();
         let warnings = match verdict {
-            Verdict::Run(warnings) => {
-                let verdict = if !checked {
-                    None
-                } else if warnings.is_empty() {
-                    Some("clean")
+            // Not checked, or cancelled before the verdict.
+            None => Vec::new(),
+            Some(Verdict::Run(warnings)) => {
+                let verdict = if warnings.is_empty() {
+                    "clean"
                 } else {
-                    Some("warned")
+                    "warned"
                 };
-                if let Some(verdict) = verdict {
-                    metrics::counter!("sdkbox_typecheck_total", "verdict" => verdict).increment(1);
-                }
+                metrics::counter!("sdkbox_typecheck_total", "verdict" => verdict).increment(1);
                 warnings
             }
-            Verdict::Stop(error) => {
+            Some(Verdict::Stop(error)) => {
                 metrics::counter!("sdkbox_typecheck_total", "verdict" => "stopped").increment(1);
                 if let Some(heartbeat) = heartbeat {
                     heartbeat.abort();

@@ -24,7 +24,7 @@ use crate::lock::lock;
 
 use crate::sdk::Sdk;
 
-use crate::sandbox::{ErrorKind, ExecError, Hold};
+use crate::sandbox::{ErrorKind, ExecError, Hold, Release};
 
 /// How long one check may take, its wait for a compiler included, before the run goes ahead
 /// unchecked.
@@ -187,6 +187,8 @@ impl Drop for GiveBack<'_> {
 pub struct Checking {
     /// The check, on a task of its own; aborted when the call ends first.
     task: tokio_util::task::AbortOnDropHandle<Verdict>,
+    /// Opens the hold; dropped undecided (the call ended first), it lets nothing out.
+    release: Release,
     hold: Option<Hold>,
 }
 
@@ -196,11 +198,17 @@ impl Checking {
         self.hold.clone()
     }
 
-    /// The verdict, once the check is done.
+    /// The verdict, once the check is done: it opens the hold unless it stops the run. A
+    /// check that failed (its task panicked) lets the run go ahead, with a warning, as a
+    /// check that cannot finish does.
     pub async fn verdict(self) -> Verdict {
-        self.task.await.unwrap_or_else(|error| {
+        let verdict = self.task.await.unwrap_or_else(|error| {
             Verdict::Run(vec![format!("not type-checked: the check failed: {error}")])
-        })
+        });
+        if matches!(verdict, Verdict::Run(_)) {
+            self.release.open();
+        }
+        verdict
     }
 }
 
@@ -282,22 +290,17 @@ impl TypeCheck {
         Some(Self { mode, checker, sdk })
     }
 
-    /// Starts checking `code` for `who` while it runs (see [`Checking`]): the verdict
-    /// opens the hold when the code may run and leaves it shut when it may not.
+    /// Starts checking `code` for `who` while it runs (see [`Checking`]): its verdict opens
+    /// the hold when the code may run and leaves it shut when it may not.
     pub fn begin(self: &Arc<Self>, code: &str, who: &Principal) -> Checking {
         let (release, hold) = crate::sandbox::hold();
         let check = self.clone();
         let code = code.to_owned();
         let who = who.clone();
-        let task = tokio::spawn(async move {
-            let verdict = check.verdict(&code, &who).await;
-            if matches!(verdict, Verdict::Run(_)) {
-                release.open();
-            }
-            verdict
-        });
+        let task = tokio::spawn(async move { check.verdict(&code, &who).await });
         Checking {
             task: tokio_util::task::AbortOnDropHandle::new(task),
+            release,
             hold: (self.mode == Mode::Block).then_some(hold),
         }
     }

@@ -233,7 +233,12 @@ impl WorkerProcess {
                     }
                 }
                 message = self.channel.recv::<FromWorker>() => match message {
-                    Ok(Some(FromWorker::Done { report })) => return Ok(report),
+                    Ok(Some(FromWorker::Done { report })) => {
+                        // Its requests' tasks end here, not later: a write one of them was
+                        // deciding is sent (and followed) or not before the outcome is made.
+                        in_flight.shutdown().await;
+                        return Ok(report);
+                    }
                     Ok(Some(FromWorker::Started)) => started = true,
                     Ok(Some(FromWorker::Http { request_id, request })) => {
                         let sent = gateway.send(request);

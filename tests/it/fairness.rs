@@ -278,21 +278,32 @@ async fn a_closed_sessions_questions_leave_the_page_and_free_its_callers_room() 
     let second = Session::start(&server.url, NOISY).await;
     let said = ask(&second, 32).await;
     assert!(said.contains("counted across its sessions"), "{said}");
+    // Another principal's question, asked before the close, is not the closed session's.
+    let quiet = Session::start(&server.url, QUIET).await;
+    let kept = link_in(&ask(&quiet, 100).await);
     assert_eq!(first.close().await, 204);
+    assert_eq!(reqwest::get(&kept).await.unwrap().status(), 200, "{kept}");
     let said = ask(&second, 32).await;
     assert!(
         said.contains("/approve/"),
         "the closed session's scripts still count: {said}"
     );
     // The closed session's links now say the question is gone.
-    let path = links[0].find("/approve/").unwrap();
-    let start = links[0][..path].rfind("http://").unwrap();
-    let link: String = links[0][start..]
-        .chars()
-        .take_while(|c| !c.is_whitespace() && *c != '"' && *c != '\\')
-        .collect();
+    let link = link_in(&links[0]);
     let page = reqwest::get(&link).await.unwrap();
     assert_eq!(page.status(), 404, "{link}");
+}
+
+/// The approval page link in what a call said.
+fn link_in(said: &str) -> String {
+    let path = said
+        .find("/approve/")
+        .unwrap_or_else(|| panic!("no link: {said}"));
+    let start = said[..path].rfind("http://").unwrap();
+    said[start..]
+        .chars()
+        .take_while(|c| !c.is_whitespace() && *c != '"' && *c != '\\')
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -49,19 +49,25 @@ await check("missing_required", async () => {
   await refused("return api.customers.create({ name: 'no email' });", ["TS2741", "email"]);
 });
 
+// Code that takes the compiler a while (hundreds of lines): its verdict comes well after the
+// script's first request would have left.
+const padding = Array.from({ length: 600 }, (_, i) => `const v${i} = [${i}, 2, 3].map((a) => a * 2).filter((b) => b > 1);`).join("\n");
+
 await check("raw_write_held_for_the_verdict", async () => {
   // The check runs while the script does: the raw write before the mistake waits for the
   // verdict, which stops the script, so it never leaves.
   const customers = await count("customers");
-  await refused("await api.request('POST', '/customers', { body: { email: 'raw@example.com', name: 'tc-raw' } });\nreturn api.orders.lst();", ["TS2551"]);
+  await refused(`await api.request('POST', '/customers', { body: { email: 'raw@example.com', name: 'tc-raw' } });\n${padding}\nreturn api.orders.lst();`, ["TS2551"]);
   assert((await count("customers")) === customers, "the raw write before the mistake was sent");
 });
 
 await check("busy_script_stopped_by_the_verdict", async () => {
   // A script that never sends anything is still ended by a stopping verdict, not by its
-  // deadline.
+  // 30 s deadline (a hang guard, not a timing: the verdict comes in milliseconds).
+  const started = Date.now();
   const outcome = await refused("while (true) {}\nreturn api.orders.lst();", ["TS2551"]);
   assert(outcome.error.kind === "type", JSON.stringify(outcome.error));
+  assert(Date.now() - started < 15000, `the loop ran ${Date.now() - started} ms: the verdict did not end it`);
 });
 
 await check("syntax_error_is_syntax", async () => {
