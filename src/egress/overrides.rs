@@ -166,20 +166,54 @@ fn overrides(key: &str) -> bool {
     })
 }
 
-/// A key fully percent-decoded (`+` as a space), at most a few times over, in lower case.
+/// A key fully percent-decoded (`+` as a space; `%uXXXX` too, as ASP.NET's System.Web
+/// decodes keys), at most a few times over, in lower case.
 fn normalized(key: &str) -> String {
     let mut key = key.to_owned();
     for _ in 0..4 {
-        let decoded: String = url::form_urlencoded::parse(format!("{key}=").as_bytes())
-            .next()
-            .map(|(k, _)| k.into_owned())
-            .unwrap_or_default();
+        let decoded: String =
+            url::form_urlencoded::parse(format!("{}=", percent_u(&key)).as_bytes())
+                .next()
+                .map(|(k, _)| k.into_owned())
+                .unwrap_or_default();
         if decoded == key {
             break;
         }
         key = decoded;
     }
     key.to_lowercase()
+}
+
+/// `key` with each `%uXXXX` (any case) as the character it names, the rest as it is.
+fn percent_u(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    let mut rest = key;
+    let next = |text: &str| {
+        text.match_indices('%')
+            .map(|(at, _)| at)
+            .find(|at| matches!(text.as_bytes().get(at + 1), Some(b'u' | b'U')))
+    };
+    while let Some(at) = next(rest) {
+        let (before, from) = rest.split_at(at);
+        out.push_str(before);
+        let decoded = from
+            .get(2..6)
+            .filter(|hex| hex.chars().all(|c| c.is_ascii_hexdigit()))
+            .and_then(|hex| u32::from_str_radix(hex, 16).ok())
+            .and_then(char::from_u32);
+        match decoded {
+            Some(c) => {
+                out.push(c);
+                rest = &from[6..];
+            }
+            None => {
+                out.push_str(&from[..2]);
+                rest = &from[2..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Every object key, at any depth, with its escapes decoded, in JSON or anything like it:
@@ -290,53 +324,89 @@ fn skip_blanks(chars: &[char], mut i: usize) -> usize {
     }
 }
 
-/// The field names of multipart parts: every `name` or `name*` parameter of a
-/// `Content-Disposition` line, folded lines joined.
+/// The field names of multipart parts, read as loosely as the loosest parser reads them.
+/// Rack finds a part's name with an unanchored, case-insensitive search for
+/// `Content-Disposition:` anywhere in the part's head (so under `X-Content-Disposition:`,
+/// after leading blanks, on a folded line), then `name=` after a `;` or a blank; it takes
+/// `Content-ID:` as the name of a part without one. So: on every line of the body, folded
+/// lines joined and also read alone, every `name`, `name*` and `name*N` parameter after
+/// each occurrence of `content-disposition`, and the value of each `content-id`.
 fn multipart_names(text: &str) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
+    let mut names = Vec::new();
     for line in text.split('\n') {
         let line = line.trim_end_matches('\r');
+        // A folded line is read alone too: a parser that does not unfold sees it as a line.
+        if line.starts_with([' ', '\t']) {
+            disposition_names(line, &mut names);
+        }
         match lines.last_mut() {
             Some(last) if line.starts_with([' ', '\t']) => last.push_str(line),
             _ => lines.push(line.to_owned()),
         }
     }
-    let mut names = Vec::new();
     for line in &lines {
-        let Some((header, value)) = line.split_once(':') else {
-            continue;
-        };
-        if !header.trim().eq_ignore_ascii_case("content-disposition") {
-            continue;
-        }
-        // RFC 2231 continuations (`name*0`, `name*1*`), joined in order.
-        let mut pieces: Vec<(u32, String)> = Vec::new();
-        for param in value.split(';').skip(1) {
-            let Some((name, value)) = param.split_once('=') else {
-                continue;
-            };
-            let name = name.trim().to_ascii_lowercase();
-            let value = value.trim().trim_matches('"');
-            if name == "name" {
-                names.push(encoded_words(&value.replace('\\', "")));
-            } else if name == "name*" {
-                // RFC 2231: charset'language'percent-encoded
-                names.push(value.rsplit('\'').next().unwrap_or(value).to_owned());
-            } else if let Some(n) = name
-                .strip_prefix("name*")
-                .map(|rest| rest.trim_end_matches('*'))
-                .and_then(|n| n.parse::<u32>().ok())
-            {
-                let piece = value.rsplit('\'').next().unwrap_or(value);
-                pieces.push((n, piece.to_owned()));
-            }
-        }
-        if !pieces.is_empty() {
-            pieces.sort_by_key(|(n, _)| *n);
-            names.push(pieces.into_iter().map(|(_, piece)| piece).collect());
-        }
+        disposition_names(line, &mut names);
     }
     names
+}
+
+/// The part names one head line gives, by every reading in [`multipart_names`]. Each
+/// `content-disposition` or `content-id` is read up to the next one, so a line of nothing
+/// but those words is still read in linear time.
+fn disposition_names(line: &str, names: &mut Vec<String>) {
+    const DISPOSITION: &str = "content-disposition";
+    const ID: &str = "content-id";
+    let lower = line.to_ascii_lowercase();
+    let mut marks: Vec<(usize, &str)> = lower
+        .match_indices(DISPOSITION)
+        .chain(lower.match_indices(ID))
+        .collect();
+    marks.sort_unstable();
+    for (n, (at, mark)) in marks.iter().enumerate() {
+        let end = marks.get(n + 1).map_or(line.len(), |(next, _)| *next);
+        let Some(segment) = line.get(at + mark.len()..end.max(at + mark.len())) else {
+            continue;
+        };
+        if *mark == ID {
+            if let Some(value) = segment.trim_start().strip_prefix(':') {
+                let value = value.split(';').next().unwrap_or_default();
+                names.push(value.trim().trim_matches(['<', '>', '"']).to_owned());
+            }
+        } else {
+            disposition_params(segment, names);
+        }
+    }
+}
+
+/// Every `name`, `name*` and `name*N` parameter in `value` (split on `;` and on blanks,
+/// as Rack's broken-header reading does), RFC 2231 continuations joined in order.
+fn disposition_params(value: &str, names: &mut Vec<String>) {
+    let mut pieces: Vec<(u32, String)> = Vec::new();
+    for param in value.split([';', ' ', '\t']) {
+        let Some((name, value)) = param.split_once('=') else {
+            continue;
+        };
+        let name = name.trim().to_ascii_lowercase();
+        let value = value.trim().trim_matches('"');
+        if name == "name" {
+            names.push(encoded_words(&value.replace('\\', "")));
+        } else if name == "name*" {
+            // RFC 2231: charset'language'percent-encoded
+            names.push(value.rsplit('\'').next().unwrap_or(value).to_owned());
+        } else if let Some(n) = name
+            .strip_prefix("name*")
+            .map(|rest| rest.trim_end_matches('*'))
+            .and_then(|n| n.parse::<u32>().ok())
+        {
+            let piece = value.rsplit('\'').next().unwrap_or(value);
+            pieces.push((n, piece.to_owned()));
+        }
+    }
+    if !pieces.is_empty() {
+        pieces.sort_by_key(|(n, _)| *n);
+        names.push(pieces.into_iter().map(|(_, piece)| piece).collect());
+    }
 }
 
 /// A value with its RFC 2047 encoded words (`=?utf-8?B?X21ldGhvZA==?=`, `?Q?`) decoded.
@@ -412,6 +482,17 @@ mod tests {
             r#"{"_method" /* c */ : "DELETE"}"#,
             "{'\\x5fmethod': 'DELETE'}",
             "{\\u005fmethod: 'DELETE'}",
+            // Read as Rack (unanchored, any case), ASP.NET (`%u`) and folding parsers do.
+            "X-HTTP-Method-Overrid%u0065=DELETE",
+            "%u005Fmethod=DELETE",
+            "_m%U0065thod=DELETE",
+            "--b\r\nX-Content-Disposition: form-data; name=\"_method\"\r\n\r\nDELETE\r\n--b--",
+            "--b\r\n Content-Disposition: form-data; name=\"_method\"\r\n\r\nDELETE\r\n--b--",
+            "--b\r\nContent-Type: text/plain\r\n Content-Disposition: form-data; name=_method\r\n\r\nDELETE\r\n--b--",
+            "--b\r\nContent-ID: <_method>\r\n\r\nDELETE\r\n--b--",
+            "--b\r\ncontent-id:_method\r\n\r\nDELETE\r\n--b--",
+            "--b\r\nContent-Disposition: form-data name=_method\r\n\r\nDELETE\r\n--b--",
+            "--b\r\nContent-Disposition:form-data;name=_method\r\n\r\nDELETE\r\n--b--",
         ] {
             assert!(in_body(body).is_some(), "{body}");
         }
@@ -425,8 +506,19 @@ mod tests {
     /// would take hours on these.
     #[test]
     fn reading_a_body_takes_linear_time() {
-        // Unterminated comments and strings: each key candidate must not rescan the rest.
-        for unit in ["a/*", "a//", "\"a\" ", "'a", "a ", "{\"a\":"] {
+        // Unterminated comments and strings: each key candidate must not rescan the rest;
+        // nor each multipart header word the rest of its line.
+        for unit in [
+            "a/*",
+            "a//",
+            "\"a\" ",
+            "'a",
+            "a ",
+            "{\"a\":",
+            "content-disposition",
+            "Content-ID:",
+            "%u",
+        ] {
             let body = unit.repeat(200_000);
             let started = std::time::Instant::now();
             let _ = find(None, &[], Some(body.as_bytes()));

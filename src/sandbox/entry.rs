@@ -13,8 +13,10 @@
 //!   each the first time and throws on any later call, whoever makes it (a recursive entry
 //!   too: recurse through a helper). The harness reads the guard after the module has run:
 //!   an entry the script already ran is not called again, and its result is the execution's.
-//!   The guard's state lives in that module's own scope, which no script can reach or reset;
-//!   the name the bodies call it by is random per compilation, so nothing can shadow it.
+//!   The guard's state lives in that module's own scope, which no script can reach or reset,
+//!   and it relies on no prototype a script can patch; the name the bodies call it by is
+//!   random per compilation, so nothing can shadow it. The model's module cannot import
+//!   itself (see `loader.rs`).
 
 use deno_ast::swc::ast::{
     BlockStmtOrExpr, Decl, DefaultDecl, Expr, Id, Ident, ModuleDecl, ModuleExportName, ModuleItem,
@@ -28,24 +30,33 @@ use deno_ast::{ParsedSource, ProgramRef};
 pub const GUARD_URL: &str = "sdkbox:entry";
 
 /// The guard module: `once` runs a guarded function's body the first time and refuses it
-/// afterwards; `outcome` tells the harness whether, and how, one ran.
-pub const GUARD_MODULE: &str = r#"const ran = new Map();
+/// afterwards; `outcome` tells the harness whether, and how, one ran. It is evaluated before
+/// any of the model's code (the model's module imports it) and uses nothing the model could
+/// patch afterwards: `Object.create` taken then, objects without a prototype, the `in`
+/// operator (a patched `Map.prototype.has` once let `main` run twice).
+pub const GUARD_MODULE: &str = r#"const create = Object.create;
+const ran = create(null);
+function record(key, value) {
+  const entry = create(null);
+  entry[key] = value;
+  return entry;
+}
 export function once(name, body) {
-  if (ran.has(name)) {
+  if (name in ran) {
     throw new TypeError(`${name}() was called a second time in this execution. sdkbox runs a script's entry functions (its default export, main and run) at most once per execution, so that their writes are sent once. Call it once (sdkbox calls the entry for you when the script does not), and give a function you call several times, or recursively, another name.`);
   }
-  ran.set(name, { pending: true });
+  ran[name] = record("pending", true);
   try {
     const value = body();
-    ran.set(name, { value });
+    ran[name] = record("value", value);
     return value;
   } catch (error) {
-    ran.set(name, { error });
+    ran[name] = record("error", error);
     throw error;
   }
 }
 export function outcome(name) {
-  return ran.get(name);
+  return name in ran ? ran[name] : undefined;
 }
 "#;
 

@@ -34,10 +34,16 @@ impl ModuleLoader for SandboxLoader {
     fn resolve(
         &self,
         specifier: &str,
-        _referrer: &str,
+        referrer: &str,
         _kind: ResolutionKind,
     ) -> ModuleResolveResponse {
-        if specifier == MODULE_URL {
+        if specifier == MODULE_URL && referrer == MODULE_URL {
+            // Its own namespace would reach its guarded entry in ways the static rule does
+            // not see: the harness alone imports the model's module.
+            Err(JsErrorBox::generic(
+                "a script cannot import itself: call its functions by name",
+            ))
+        } else if specifier == MODULE_URL {
             // The model's own module, whose code deno_core already holds.
             ModuleSpecifier::parse(MODULE_URL).map_err(JsErrorBox::from_err)
         } else if SDK_NAMES.contains(&specifier) {

@@ -231,9 +231,13 @@ fn judge(
             None,
         );
     }
-    if let Some(iss) = answer["iss"].as_str()
-        && iss != settings.issuer
-    {
+    if !answer["cnf"].is_null() {
+        return (Err(super::sender_bound()), None);
+    }
+    // Said or not said; when said, a string naming this server's issuer (a number, a list
+    // or an object is not an issuer this server accepts).
+    let iss = &answer["iss"];
+    if !iss.is_null() && iss.as_str() != Some(settings.issuer.as_str()) {
         return (
             Err(Invalid(format!(
                 "the token was issued by another authorization server; this server accepts {}",
@@ -269,10 +273,7 @@ fn judge(
             None,
         );
     };
-    let mut scopes: Vec<String> = answer["scope"]
-        .as_str()
-        .unwrap_or_default()
-        .split_whitespace()
+    let mut scopes: Vec<String> = super::scopes_of(answer["scope"].as_str().unwrap_or_default())
         .map(str::to_owned)
         .collect();
     scopes.sort();
@@ -360,6 +361,14 @@ mod tests {
                 "not an access token",
             ),
             (json!({"nbf": far}), "not valid yet"),
+            // An issuer said otherwise than as the one string.
+            (
+                json!({"iss": ["https://idp.example.com"]}),
+                "another authorization server",
+            ),
+            (json!({"iss": 1}), "another authorization server"),
+            // Bound to a DPoP key: not a bearer token.
+            (json!({"cnf": {"jkt": "0ZcOCORZNYy"}}), "bound to a key"),
         ] {
             let mut answer = good.clone();
             for (k, v) in change.as_object().unwrap() {
@@ -368,5 +377,19 @@ mod tests {
             let error = judge(&answer, &settings).0.unwrap_err().0;
             assert!(error.contains(why), "{change}: {error}");
         }
+        // Scopes are separated by spaces only: a tab or a no-break space joins two names
+        // into one scope, which grants nothing.
+        for joined in ["sdkbox:read\tsdkbox:write", "sdkbox:read\u{a0}sdkbox:write"] {
+            let mut answer = good.clone();
+            answer["scope"] = json!(joined);
+            let signed_in = judge(&answer, &settings).0;
+            assert!(
+                signed_in.as_ref().is_err() || !signed_in.as_ref().unwrap().may_write,
+                "{joined:?}"
+            );
+        }
+        let mut answer = good.clone();
+        answer["scope"] = json!("sdkbox:read  sdkbox:write");
+        assert!(judge(&answer, &settings).0.unwrap().may_write);
     }
 }

@@ -49,6 +49,9 @@ struct Claims {
     at_hash: Option<Value>,
     #[serde(default)]
     typ: Option<Value>,
+    /// A confirmation (RFC 7800): `jkt` binds the token to a DPoP key (RFC 9449).
+    #[serde(default)]
+    cnf: Option<Value>,
 }
 
 /// Whether a token looks like a JWT (three base64url parts), rather than an opaque string.
@@ -139,13 +142,16 @@ fn signed_in(claims: Claims, settings: &SignInSettings) -> Result<SignedIn, Inva
             "the token is an ID token: send the access token".into(),
         ));
     }
+    if claims.cnf.is_some() {
+        return Err(super::sender_bound());
+    }
     let Some(subject) = claims.sub.filter(|s| !s.is_empty()) else {
         return Err(Invalid("the token has no `sub` claim".into()));
     };
     let mut scopes = Vec::new();
     for value in [&claims.scope, &claims.scp].into_iter().flatten() {
         match value {
-            Value::String(text) => scopes.extend(text.split_whitespace().map(str::to_owned)),
+            Value::String(text) => scopes.extend(super::scopes_of(text).map(str::to_owned)),
             Value::Array(items) => {
                 scopes.extend(items.iter().filter_map(Value::as_str).map(str::to_owned))
             }
@@ -154,12 +160,13 @@ fn signed_in(claims: Claims, settings: &SignInSettings) -> Result<SignedIn, Inva
     }
     scopes.sort();
     scopes.dedup();
-    Ok(SignedIn::new(
-        settings,
-        subject,
-        claims.client_id.or(claims.azp),
-        scopes,
-    ))
+    let client = claims.client_id.or(claims.azp);
+    // RFC 9068 §2.2: a client acting on its own behalf (client credentials) has its own
+    // id as the subject: a machine, which cannot link an account nor answer a question.
+    let machine = client.as_deref() == Some(subject.as_str());
+    let mut signed_in = SignedIn::new(settings, subject, client, scopes);
+    signed_in.subject_is_client = machine;
+    Ok(signed_in)
 }
 
 #[cfg(test)]
@@ -174,5 +181,49 @@ mod tests {
         assert!(!looks_like_jwt("a.b"));
         assert!(!looks_like_jwt("a.b.c.d"));
         assert!(!looks_like_jwt("a+b.c.d"));
+    }
+
+    fn settings() -> SignInSettings {
+        crate::signin::OAuthFile {
+            issuer: Some(url::Url::parse("https://idp.example.com").unwrap()),
+            public_url: Some(url::Url::parse("https://mcp.example.com/mcp").unwrap()),
+            ..Default::default()
+        }
+        .check(&|_| None)
+        .unwrap()
+    }
+
+    fn claims(extra: Value) -> Claims {
+        let mut claims = serde_json::json!({"sub": "alice", "scope": "sdkbox:read sdkbox:write"});
+        for (k, v) in extra.as_object().unwrap() {
+            claims[k] = v.clone();
+        }
+        serde_json::from_value(claims).unwrap()
+    }
+
+    /// A token bound to a DPoP key is refused (no proof is verified here); scopes are split
+    /// on spaces only.
+    #[test]
+    fn bound_tokens_are_refused_and_scopes_split_on_spaces_only() {
+        let settings = settings();
+        assert!(
+            signed_in(claims(serde_json::json!({})), &settings)
+                .unwrap()
+                .may_write
+        );
+        let bound =
+            serde_json::json!({"cnf": {"jkt": "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I"}});
+        let refused = signed_in(claims(bound), &settings).unwrap_err().0;
+        assert!(refused.contains("bound to a key"), "{refused}");
+        // RFC 9068: a client-credentials token has the client as its subject.
+        let person = signed_in(claims(serde_json::json!({"client_id": "app"})), &settings);
+        assert!(!person.unwrap().is_machine());
+        let machine = serde_json::json!({"sub": "app", "client_id": "app"});
+        assert!(signed_in(claims(machine), &settings).unwrap().is_machine());
+        for joined in ["sdkbox:read\tsdkbox:write", "sdkbox:read\u{a0}sdkbox:write"] {
+            let signed =
+                signed_in(claims(serde_json::json!({"scope": joined})), &settings).unwrap();
+            assert!(!signed.may_write && !signed.may_read, "{joined:?}");
+        }
     }
 }

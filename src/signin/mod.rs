@@ -51,6 +51,23 @@ pub enum SignInError {
 #[derive(Debug, Clone)]
 pub struct Invalid(pub String);
 
+/// The scopes of a `scope` string: RFC 6749 §3.3 separates them by plain spaces, and only by
+/// them (a scope with a tab or a no-break space in it is one scope, not two).
+fn scopes_of(text: &str) -> impl Iterator<Item = &str> {
+    text.split(' ').filter(|scope| !scope.is_empty())
+}
+
+/// Why a sender-constrained token is refused: sdkbox verifies no DPoP proof (RFC 9449) nor
+/// client certificate (RFC 8705), and a bound token accepted as a bearer token would lose
+/// the protection its binding gives against theft.
+fn sender_bound() -> Invalid {
+    Invalid(
+        "the token is bound to a key (`cnf`: DPoP or mTLS), and this server accepts bearer \
+         tokens only: ask the authorization server for a token without DPoP binding"
+            .into(),
+    )
+}
+
 /// Why a request is refused.
 #[derive(Debug, Clone)]
 pub enum Refusal {

@@ -76,12 +76,6 @@ fn shapes(name: &str) -> Vec<(&'static str, String)> {
             format!("{main}\nawait eval('ma' + 'in')();"),
         ),
         (
-            "hidden from the reader: a self-import",
-            format!(
-                "export {main}\nimport * as me from 'file:///code.ts';\nawait me['ma' + 'in']();"
-            ),
-        ),
-        (
             "main().then",
             format!("{main}\nmain().then((r) => console.log(r.id));"),
         ),
@@ -160,6 +154,16 @@ async fn a_second_call_of_a_guarded_function_fails_and_sends_nothing() {
             "guard-bound",
         ),
     ];
+    let shapes = shapes.into_iter().chain([
+        (
+            "Map.prototype.has patched, then main called twice",
+            format!(
+                "Map.prototype.has = () => false;\nMap.prototype.set = function () {{ return this; }};\nObject.prototype.pending = undefined;\nasync function main() {{ {} }}\nawait main();\nawait main();",
+                create("guard-patched")
+            ),
+            "guard-patched",
+        ),
+    ]);
     for (shape, code, name) in shapes {
         let yes = human(
             Answer::Approve {
@@ -175,6 +179,25 @@ async fn a_second_call_of_a_guarded_function_fails_and_sends_nothing() {
         assert!(error.message.contains("second time"), "{shape}: {error:?}");
         assert_eq!(demo.customers_named(name).await, 1, "{shape}");
         assert_eq!(yes.asked.load(Ordering::SeqCst), 1, "{shape}");
+    }
+    // A module that imports itself would reach its entry through its namespace: refused,
+    // nothing sent.
+    for (n, import) in [
+        "import * as me from \"file:///code.ts\";",
+        "const me = await import(\"file:///code.ts\");",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let name = format!("guard-self-{n}");
+        let code = format!(
+            "{import}\nexport async function main() {{ {} }}\nawait me.main();\nawait me.main();",
+            create(&name)
+        );
+        let outcome = demo.run_with(&code, None, false).await;
+        let said = format!("{:?}", outcome.error);
+        assert!(said.contains("cannot import itself"), "{import}: {said}");
+        assert_eq!(demo.customers_named(&name).await, 0, "{import}");
     }
     // A helper named `run` that only the entry calls is the script's to call as it likes.
     let code = format!(

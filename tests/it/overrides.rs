@@ -208,3 +208,124 @@ async fn no_method_override_reaches_a_handler_behind_express_method_override() {
     assert_eq!(outcome.result, "renamed", "{outcome:?}");
     assert_eq!(express.seen().await, ["POST"]);
 }
+
+/// The ways a multipart part's head can name the part, `{K}` for the name and `{E}` for the
+/// line ending: read by the book, and as loosely as some parser reads them (Rack searches its
+/// head for `Content-Disposition:` anywhere, takes `Content-ID:` as a name, folds lines).
+const HEADS: [&str; 14] = [
+    "Content-Disposition: form-data; name=\"{K}\"",
+    "content-disposition: form-data; name={K}",
+    "X-Content-Disposition: form-data; name=\"{K}\"",
+    " Content-Disposition: form-data; name=\"{K}\"",
+    "Content-Type: text/plain{E} Content-Disposition: form-data; name=\"{K}\"",
+    "Content-ID: {K}",
+    "Content-ID: <{K}>",
+    "Content-Disposition: form-data;name={K}",
+    "Content-Disposition: form-data  name={K}",
+    "Content-Disposition: form-data; filename=\"a.txt\"; name=\"{K}\"",
+    "Content-Disposition: attachment; name=\"{K}\"",
+    "Foo: bar; Content-Disposition: form-data; name=\"{K}\"",
+    "Content-Disposition:{E} form-data; name=\"{K}\"",
+    "Content-Type: text/plain; Content-Disposition: form-data; name={K}",
+];
+
+/// Every multipart spelling of `_method` the generator makes that Rack 2.2 (Debian's
+/// ruby-rack, behind `Rack::MethodOverride` as Rails and Sinatra mount it) runs as DELETE is
+/// refused by sdkbox before it leaves. Rack is the oracle: it reads each spelling first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_multipart_spelling_rack_runs_as_another_method_is_refused() {
+    let oracle = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/providers/rack/oracle.rb");
+    let rack = std::process::Command::new("ruby")
+        .args(["-e", "require 'rack'"])
+        .status()
+        .is_ok_and(|status| status.success());
+    if !crate::support::requirement_met(rack, "Ruby and Debian's ruby-rack are not installed") {
+        return;
+    }
+    let mut cases = Vec::new();
+    for head in HEADS {
+        for ending in ["\r\n", "\n"] {
+            for before in [
+                "",
+                "--b{E}Content-Disposition: form-data; name=\"n\"{E}{E}x{E}",
+            ] {
+                let head = head.replace("{K}", "_method");
+                let body = format!("{before}--b{{E}}{head}{{E}}{{E}}DELETE{{E}}--b--{{E}}")
+                    .replace("{E}", ending);
+                cases.push(body);
+            }
+        }
+    }
+    let input: String = cases
+        .iter()
+        .map(|body| {
+            serde_json::json!({
+                "method": "POST",
+                "path": "/v1/items/it_1",
+                "content_type": "multipart/form-data; boundary=b",
+                "body": body,
+            })
+            .to_string()
+                + "\n"
+        })
+        .collect();
+    let mut child = std::process::Command::new("ruby")
+        .arg(&oracle)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let read: Vec<String> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line).unwrap()["method"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(read.len(), cases.len(), "the oracle answered {read:?}");
+    let sandbox = crate::support::offline();
+    let mut overridden = 0;
+    let mut sent = Vec::new();
+    for (body, rack) in cases.iter().zip(&read) {
+        if rack != "DELETE" {
+            continue;
+        }
+        overridden += 1;
+        let init = serde_json::json!({
+            "method": "POST",
+            "headers": {"content-type": "multipart/form-data; boundary=b"},
+            "body": body,
+        });
+        let code = format!("const r = await fetch('/v1/items/it_1', {init}); return r.status;");
+        let outcome = run(&sandbox, &code, &ExecLimits::default()).await;
+        let refused = outcome
+            .error
+            .as_ref()
+            .is_some_and(|e| e.message.contains("web frameworks"));
+        if !refused {
+            sent.push(format!("{body:?}: {:?}", outcome.error));
+        }
+    }
+    eprintln!(
+        "{} spellings; Rack ran {overridden} as DELETE; sdkbox sent {}",
+        cases.len(),
+        sent.len()
+    );
+    // The oracle is alive: the spelling by the book, at least, overrides.
+    assert!(overridden >= 4, "{read:?}");
+    assert!(
+        sent.is_empty(),
+        "sent although Rack runs them as DELETE: {sent:#?}"
+    );
+}
