@@ -291,6 +291,13 @@ impl Gate {
         };
         let decision = match found {
             Found::New(claimed) => return Ok(Some(claimed)),
+            // The provider applies a key once, and this write carries the same key as when
+            // it was sent: sending it again makes its outcome known, and acts at most once.
+            Found::Sent(Fate::Unknown(_))
+                if self.approvals.rules.idempotency_header().is_some() =>
+            {
+                return Ok(None);
+            }
             Found::Sent(Fate::Answered(response)) => Decision::Answer(
                 note(Verdict::Replayed, "an earlier run of this code sent it"),
                 response,
@@ -515,11 +522,45 @@ impl Gate {
                 Box::new(Follow::new(audit, claimed, self.following.clone()))
                     as Box<dyn crate::egress::Dispatch>
             });
+        let idempotency = match (sends && write, self.approvals.rules.idempotency_header()) {
+            (true, Some(header)) => Some(self.idempotency_key(header, &key, request.headers)),
+            _ => None,
+        };
         Decided {
             operation,
             decision,
             dispatch,
+            idempotency,
         }
+    }
+
+    /// The idempotency key of a write: the script's own, when it sent one in `header`; else
+    /// one derived from its code's digest (which names the caller) and its journal key, so
+    /// that every attempt and every run of the code that sends this write sends the same key,
+    /// and the provider applies it once. Keyed with the approval key: nobody else can make
+    /// one that collides.
+    fn idempotency_key(&self, header: &str, key: &Key, headers: &[String]) -> (String, String) {
+        let own = headers.iter().find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.trim()
+                .eq_ignore_ascii_case(header)
+                .then(|| value.trim().to_owned())
+        });
+        let value = own.unwrap_or_else(|| {
+            use sha2::{Digest, Sha256};
+            let mut hash = Sha256::new();
+            for part in [
+                self.approvals.key(),
+                self.code.as_bytes(),
+                key.fingerprint.0.as_bytes(),
+                &key.occurrence.to_le_bytes(),
+            ] {
+                hash.update((part.len() as u64).to_le_bytes());
+                hash.update(part);
+            }
+            format!("sdkbox-{}", crate::hex::hex(&hash.finalize()[..16]))
+        });
+        (header.to_owned(), value)
     }
 
     fn add_to_plan(&self, shown: Shown, rule: Rule) {

@@ -23,6 +23,9 @@ pub struct PolicyFile {
     /// name wins, then the longest glob.
     #[serde(default)]
     pub operations: BTreeMap<String, Rule>,
+    /// The header the provider takes idempotency keys in (Stripe: `Idempotency-Key`); found
+    /// in the spec when an operation declares it, else none.
+    pub idempotency_header: Option<String>,
 }
 
 /// What the command line puts over the provider file.
@@ -69,6 +72,8 @@ pub struct Rules {
     unmatched_read: (Rule, String),
     /// Operations by SDK name, for search hits.
     by_name: HashMap<String, usize>,
+    /// The header the provider takes idempotency keys in, if it takes them.
+    idempotency_header: Option<String>,
 }
 
 impl Rules {
@@ -166,6 +171,23 @@ impl Rules {
                 operation,
             })
             .collect();
+        let idempotency_header = file.idempotency_header.clone().or_else(|| {
+            operations
+                .iter()
+                .flat_map(|op| &op.params)
+                .find(|p| {
+                    p.location == crate::spec::Location::Header
+                        && p.name.eq_ignore_ascii_case("idempotency-key")
+                })
+                .map(|p| p.name.clone())
+        });
+        if let Some(header) = &idempotency_header
+            && reqwest::header::HeaderName::from_bytes(header.as_bytes()).is_err()
+        {
+            return Err(format!(
+                "[policy] idempotency_header \"{header}\" is not a header name"
+            ));
+        }
         Ok(Self {
             api,
             of,
@@ -173,6 +195,7 @@ impl Rules {
             base,
             unmatched_write,
             unmatched_read,
+            idempotency_header,
             by_name: names
                 .into_iter()
                 .enumerate()
@@ -196,7 +219,13 @@ impl Rules {
             unmatched_write: (unmatched_write.0, unmatched_write.1.to_owned()),
             unmatched_read: (Rule::Allow, "reads are allowed".to_owned()),
             by_name: HashMap::new(),
+            idempotency_header: None,
         }
+    }
+
+    /// The header the provider takes idempotency keys in, if it takes them.
+    pub fn idempotency_header(&self) -> Option<&str> {
+        self.idempotency_header.as_deref()
     }
 
     /// The rule for a request, from what is sent: its method and final URL matched to the

@@ -185,6 +185,10 @@ pub struct Decided {
     pub decision: Decision,
     /// Hears of every attempt of a request let through (writes, and reads under a rule).
     pub dispatch: Option<Box<dyn Dispatch>>,
+    /// For a write let through to a provider that takes idempotency keys: the header, and
+    /// the key this write carries in every attempt and every run of its code (the script's
+    /// own, when it sent one). Egress adds it, and may then retry the write safely.
+    pub idempotency: Option<(String, String)>,
 }
 
 /// A request egress refused itself, before asking the checkpoint.

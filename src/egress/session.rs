@@ -23,6 +23,9 @@ use super::scrub::Scrubber;
 use crate::deadline::Deadline;
 
 const MAX_RETRIES: u32 = 2;
+
+/// Time a keyed write's retry needs left before the deadline to be worth sending.
+const KEYED_RETRY_ROOM: Duration = Duration::from_millis(500);
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(10);
 
 /// Redirects a read follows, each one a request of its own: checked, decided and logged.
@@ -339,6 +342,7 @@ impl EgressSession {
             operation: classified,
             decision,
             mut dispatch,
+            idempotency,
         } = self
             .state
             .checkpoint
@@ -387,11 +391,35 @@ impl EgressSession {
             let error = EgressError::Cancelled { url: shown.clone() };
             return self.unsent(record(note), Err(error));
         }
+        // A write the provider deduplicates by key carries it in every attempt: it may then
+        // be retried when its outcome is unknown.
+        let mut checked = checked;
+        let keyed = match idempotency {
+            Some((name, value)) => {
+                if let (Ok(name), Ok(value)) = (
+                    reqwest::header::HeaderName::from_bytes(name.as_bytes()),
+                    reqwest::header::HeaderValue::from_str(&value),
+                ) {
+                    checked.headers.insert(name, value);
+                    true
+                } else {
+                    false
+                }
+            }
+            None => false,
+        };
         let state = self.state.clone();
         let task = self.state.client.runtime.spawn(async move {
             let mut dispatch = dispatch;
             let result = state
-                .send_with_retries(checked, dropped, logged_operation, note, &mut dispatch)
+                .send_with_retries(
+                    checked,
+                    keyed,
+                    dropped,
+                    logged_operation,
+                    note,
+                    &mut dispatch,
+                )
                 .await;
             if let (Some(dispatch), Ok(response)) = (dispatch.as_mut(), &result) {
                 // What the script gets, scrubbed as it gets it: what a re-run is answered with.
@@ -543,9 +571,17 @@ impl State {
         Ok(())
     }
 
+    /// Sends `request`, retrying a 429 or 503 of an idempotent method, and, for a write
+    /// that carries an idempotency key (`keyed`), also an attempt whose outcome is unknown (a
+    /// timeout, a lost connection): the provider applies a key once.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one request's parts, as the checkpoint left them"
+    )]
     async fn send_with_retries(
         &self,
         request: CheckedRequest,
+        keyed: bool,
         dropped: Vec<String>,
         operation: Option<String>,
         note: Option<Note>,
@@ -605,8 +641,18 @@ impl State {
             if let Some(dispatch) = dispatch.as_mut() {
                 dispatch.after(attempt_of(attempt, &result)).await;
             }
+            if keyed
+                && attempt <= MAX_RETRIES
+                && matches!(
+                    &result,
+                    Err(EgressError::Timeout { .. } | EgressError::Network { .. })
+                )
+                && self.deadline.left() > KEYED_RETRY_ROOM
+            {
+                continue;
+            }
             let raw = result?;
-            if let Some(wait) = self.retry_wait(&request.method, &raw, attempt) {
+            if let Some(wait) = self.retry_wait(&request.method, keyed, &raw, attempt) {
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => continue,
                     _ = self.cut(&request.method).cancelled() => return Err(EgressError::Cancelled { url: shown }),
@@ -640,12 +686,19 @@ impl State {
     }
 
     /// How long to wait before retrying a 429 or 503, if a retry fits in the deadline.
-    fn retry_wait(&self, method: &Method, raw: &RawResponse, attempt: u32) -> Option<Duration> {
+    fn retry_wait(
+        &self,
+        method: &Method,
+        keyed: bool,
+        raw: &RawResponse,
+        attempt: u32,
+    ) -> Option<Duration> {
         let retryable = matches!(raw.status.as_u16(), 429 | 503);
-        let idempotent = matches!(
-            *method,
-            Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE
-        );
+        let idempotent = keyed
+            || matches!(
+                *method,
+                Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE
+            );
         if !retryable || !idempotent || attempt > MAX_RETRIES {
             return None;
         }

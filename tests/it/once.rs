@@ -759,3 +759,115 @@ async fn a_retry_chain_outlives_a_round_that_failed() {
     assert_eq!(demo.customers_named("retry-fail-1").await, 1);
     assert_eq!(orders(&demo).await, before + 1);
 }
+
+/// Exactly once with the provider too: a write to a provider that takes idempotency keys
+/// carries one (derived from the run's code and the write, or the script's own), so when its
+/// outcome is unknown (a timeout: the provider made the payment and answered late; a run cut
+/// off) it is sent again with the same key, in the run or the next run of its code, and the
+/// provider applies it once. Runs go through approval rounds, as the server runs them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_write_whose_outcome_is_unknown_is_retried_and_applied_once() {
+    let provider = crate::provider::Provider::start().await;
+    let setup = |header: Option<&str>| {
+        let file = sdkbox::approval::PolicyFile {
+            writes: Some(sdkbox::approval::Rule::Allow),
+            idempotency_header: header.map(str::to_owned),
+            ..Default::default()
+        };
+        let rules = sdkbox::approval::Rules::build(
+            None,
+            provider.base.clone(),
+            &file,
+            sdkbox::approval::PolicyOverrides::default(),
+        )
+        .unwrap();
+        let approvals = sdkbox::approval::Approvals::local(
+            std::sync::Arc::new(rules),
+            Duration::from_secs(5),
+            None,
+            None,
+        )
+        .unwrap();
+        let limits = sdkbox::egress::EgressLimits {
+            request_timeout: Duration::from_secs(1),
+            ..Default::default()
+        };
+        let sandbox = crate::support::sandbox(&provider.base, None, limits);
+        (sandbox, approvals)
+    };
+    let run = |(sandbox, approvals): &(
+        sdkbox::sandbox::InProcessSandbox,
+        sdkbox::approval::Approvals,
+    ),
+               code: String,
+               timeout_ms: u64| {
+        let (sandbox, approvals) = (sandbox.clone(), approvals.clone());
+        async move {
+            let caller = approvals.caller(0, Some("one session"), None);
+            let round = approvals
+                .begin(&caller, &code, false, sdkbox::approval::Channel::Page)
+                .await
+                .unwrap();
+            let limits = sdkbox::sandbox::ExecLimits {
+                timeout: Duration::from_millis(timeout_ms),
+                ..Default::default()
+            };
+            let outcome = sandbox
+                .execute_gated(
+                    &code,
+                    &limits,
+                    tokio_util::sync::CancellationToken::new(),
+                    round.gate(),
+                )
+                .await;
+            round.end().await.unwrap();
+            outcome
+        }
+    };
+    let pay = |headers: &str| {
+        format!(
+            "const r = await fetch('/v1/payments', {{ method: 'POST', body: '{{}}', headers: {headers} }});\n\
+             return {{ status: r.status, body: await r.json(), replayed: r.headers.get('idempotent-replayed') }};"
+        )
+    };
+    let payments = || provider.seen.payments.load(Ordering::SeqCst);
+    let keyed = setup(Some("Idempotency-Key"));
+    let outcome = run(&keyed, pay("{}"), 30_000).await;
+    assert!(outcome.ok, "{outcome:?}");
+    assert_eq!(outcome.result["status"], 200, "{outcome:?}");
+    assert_eq!(outcome.result["replayed"], "true", "{outcome:?}");
+    let key = outcome.result["body"]["key"].as_str().unwrap().to_owned();
+    assert!(key.starts_with("sdkbox-"), "{key}");
+    assert_eq!(payments(), 1);
+    assert_eq!(
+        outcome.http.len(),
+        2,
+        "the timeout, then the retry: {:?}",
+        outcome.http
+    );
+    // A script's own key is kept.
+    let own = run(&keyed, pay("{ 'Idempotency-Key': 'order-77' }"), 30_000).await;
+    assert_eq!(own.result["body"]["key"], "order-77", "{own:?}");
+    assert_eq!(payments(), 2);
+    // A run cut off while its payment is in flight leaves its outcome unknown; the next run
+    // of that code sends it again with the same key, and the provider answers it once.
+    let cut = pay("{ 'X-Run': 'cut' }");
+    let first = run(&keyed, cut.clone(), 800).await;
+    assert!(!first.ok, "{first:?}");
+    assert_eq!(payments(), 3);
+    let rerun = run(&keyed, cut, 30_000).await;
+    assert!(rerun.ok, "{rerun:?}");
+    assert_eq!(rerun.result["replayed"], "true", "{rerun:?}");
+    assert_eq!(payments(), 3);
+    // A provider that takes no keys: the write is not retried (it might be applied twice),
+    // nor sent again by the next run of its code: it was, maybe, and nobody knows.
+    let unkeyed = setup(None);
+    let plain = run(&unkeyed, pay("{}"), 30_000).await;
+    assert!(!plain.ok, "{plain:?}");
+    assert_eq!(plain.http.len(), 1, "{:?}", plain.http);
+    assert_eq!(payments(), 4);
+    let rerun = run(&unkeyed, pay("{}"), 30_000).await;
+    let said = format!("{:?}", rerun.error);
+    assert!(said.contains("earlier run"), "{rerun:?}");
+    assert_eq!(payments(), 4);
+}

@@ -25,6 +25,9 @@ pub struct Seen {
     pub flaky: AtomicUsize,
     /// `/v1/slow` handlers that ran to the end.
     pub slow_finished: AtomicUsize,
+    /// `/v1/payments` made, and the response kept for each idempotency key.
+    pub payments: AtomicUsize,
+    pub payment_keys: Mutex<std::collections::HashMap<String, String>>,
 }
 
 /// A running provider.
@@ -56,6 +59,7 @@ impl Provider {
             .route("/v1/big", get(big))
             .route("/v1/flaky", get(flaky).put(flaky))
             .route("/v1/slow", get(slow).post(slow))
+            .route("/v1/payments", axum::routing::post(payments))
             .layer(axum::middleware::from_fn_with_state(seen.clone(), record))
             .with_state(seen.clone());
         Self {
@@ -272,6 +276,29 @@ async fn flaky(State(seen): State<Arc<Seen>>) -> Response {
         return (StatusCode::SERVICE_UNAVAILABLE, headers, "busy").into_response();
     }
     axum::Json(json!({"ok": true})).into_response()
+}
+
+/// A payment, made once per `Idempotency-Key` as Stripe makes it: a key seen before gets
+/// the first response again (`Idempotent-Replayed: true`). A payment made is answered only
+/// after 3 s, past a short request timeout: its outcome is unknown to the caller, who may
+/// only retry safely with the same key.
+async fn payments(State(seen): State<Arc<Seen>>, headers: HeaderMap) -> Response {
+    let key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let Some(key) = &key
+        && let Some(kept) = seen.payment_keys.lock().unwrap().get(key).cloned()
+    {
+        return ([("idempotent-replayed", "true")], kept).into_response();
+    }
+    let n = seen.payments.fetch_add(1, Ordering::SeqCst) + 1;
+    let body = json!({"id": format!("pay_{n}"), "key": key}).to_string();
+    if let Some(key) = key {
+        seen.payment_keys.lock().unwrap().insert(key, body.clone());
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    body.into_response()
 }
 
 async fn slow(State(seen): State<Arc<Seen>>) -> Response {
