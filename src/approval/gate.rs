@@ -291,13 +291,6 @@ impl Gate {
         };
         let decision = match found {
             Found::New(claimed) => return Ok(Some(claimed)),
-            // The provider applies a key once, and this write carries the same key as when
-            // it was sent: sending it again makes its outcome known, and acts at most once.
-            Found::Sent(Fate::Unknown(_))
-                if self.approvals.rules.idempotency_header().is_some() =>
-            {
-                return Ok(None);
-            }
             Found::Sent(Fate::Answered(response)) => Decision::Answer(
                 note(Verdict::Replayed, "an earlier run of this code sent it"),
                 response,
@@ -522,8 +515,12 @@ impl Gate {
                 Box::new(Follow::new(audit, claimed, self.following.clone()))
                     as Box<dyn crate::egress::Dispatch>
             });
-        let idempotency = match (sends && write, self.approvals.rules.idempotency_header()) {
-            (true, Some(header)) => Some(self.idempotency_key(header, &key, request.headers)),
+        let header = index.map_or_else(
+            || self.approvals.rules.idempotency_header(None),
+            |i| self.approvals.rules.idempotency_header(Some(i)),
+        );
+        let idempotency = match (sends && write, header) {
+            (true, Some(header)) => Some(idempotency_key(header, request.headers)),
             _ => None,
         };
         Decided {
@@ -532,35 +529,6 @@ impl Gate {
             dispatch,
             idempotency,
         }
-    }
-
-    /// The idempotency key of a write: the script's own, when it sent one in `header`; else
-    /// one derived from its code's digest (which names the caller) and its journal key, so
-    /// that every attempt and every run of the code that sends this write sends the same key,
-    /// and the provider applies it once. Keyed with the approval key: nobody else can make
-    /// one that collides.
-    fn idempotency_key(&self, header: &str, key: &Key, headers: &[String]) -> (String, String) {
-        let own = headers.iter().find_map(|line| {
-            let (name, value) = line.split_once(':')?;
-            name.trim()
-                .eq_ignore_ascii_case(header)
-                .then(|| value.trim().to_owned())
-        });
-        let value = own.unwrap_or_else(|| {
-            use sha2::{Digest, Sha256};
-            let mut hash = Sha256::new();
-            for part in [
-                self.approvals.key(),
-                self.code.as_bytes(),
-                key.fingerprint.0.as_bytes(),
-                &key.occurrence.to_le_bytes(),
-            ] {
-                hash.update((part.len() as u64).to_le_bytes());
-                hash.update(part);
-            }
-            format!("sdkbox-{}", crate::hex::hex(&hash.finalize()[..16]))
-        });
-        (header.to_owned(), value)
     }
 
     fn add_to_plan(&self, shown: Shown, rule: Rule) {
@@ -622,6 +590,25 @@ impl Checkpoint for Gate {
     fn refused<'a>(&'a self, refusal: Refusal<'a>, scrubber: &'a Scrubber) -> Pending<'a, ()> {
         Box::pin(self.refused_now(refusal, scrubber))
     }
+}
+
+/// The idempotency key of a write: the script's own, when it sent one in `header` (not
+/// empty); else a random one. Egress sends every attempt of the write with it, so the
+/// provider applies it once however often a lost answer makes egress try again; another run
+/// of the code is another write, with another key.
+fn idempotency_key(header: &str, headers: &[String]) -> (String, String) {
+    let own = headers.iter().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        let value = value.trim();
+        (name.trim().eq_ignore_ascii_case(header) && !value.is_empty()).then(|| value.to_owned())
+    });
+    let value = own.unwrap_or_else(|| {
+        format!(
+            "sdkbox-{}",
+            random_hex(16).unwrap_or_else(|| "unrandom".to_owned())
+        )
+    });
+    (header.to_owned(), value)
 }
 
 fn refuse_unaudited(note: &Note, error: &str) -> Decision {

@@ -72,8 +72,10 @@ pub struct Rules {
     unmatched_read: (Rule, String),
     /// Operations by SDK name, for search hits.
     by_name: HashMap<String, usize>,
-    /// The header the provider takes idempotency keys in, if it takes them.
+    /// The header the provider takes idempotency keys in, if it takes them: for every write
+    /// (`[policy] idempotency_header`), or for the operations that declare it (by index).
     idempotency_header: Option<String>,
+    keyed_operations: Vec<usize>,
 }
 
 impl Rules {
@@ -171,16 +173,25 @@ impl Rules {
                 operation,
             })
             .collect();
-        let idempotency_header = file.idempotency_header.clone().or_else(|| {
-            operations
+        let declared = |op: &crate::spec::Operation| {
+            op.params
                 .iter()
-                .flat_map(|op| &op.params)
                 .find(|p| {
                     p.location == crate::spec::Location::Header
                         && p.name.eq_ignore_ascii_case("idempotency-key")
                 })
                 .map(|p| p.name.clone())
-        });
+        };
+        let keyed_operations: Vec<usize> = operations
+            .iter()
+            .enumerate()
+            .filter(|(_, op)| declared(op).is_some())
+            .map(|(i, _)| i)
+            .collect();
+        let idempotency_header = file
+            .idempotency_header
+            .clone()
+            .or_else(|| operations.iter().find_map(declared));
         if let Some(header) = &idempotency_header
             && reqwest::header::HeaderName::from_bytes(header.as_bytes()).is_err()
         {
@@ -195,6 +206,10 @@ impl Rules {
             base,
             unmatched_write,
             unmatched_read,
+            keyed_operations: match file.idempotency_header {
+                Some(_) => Vec::new(),
+                None => keyed_operations,
+            },
             idempotency_header,
             by_name: names
                 .into_iter()
@@ -220,12 +235,21 @@ impl Rules {
             unmatched_read: (Rule::Allow, "reads are allowed".to_owned()),
             by_name: HashMap::new(),
             idempotency_header: None,
+            keyed_operations: Vec::new(),
         }
     }
 
-    /// The header the provider takes idempotency keys in, if it takes them.
-    pub fn idempotency_header(&self) -> Option<&str> {
-        self.idempotency_header.as_deref()
+    /// The header the provider takes idempotency keys in for a write to the operation with
+    /// this index (`None`: one that matches no operation), if it takes them there: every
+    /// write when the provider file says so; else the operations whose spec declares it.
+    pub fn idempotency_header(&self, operation: Option<usize>) -> Option<&str> {
+        let header = self.idempotency_header.as_deref()?;
+        match self.keyed_operations.is_empty() {
+            true => Some(header),
+            false => operation
+                .filter(|i| self.keyed_operations.contains(i))
+                .map(|_| header),
+        }
     }
 
     /// The rule for a request, from what is sent: its method and final URL matched to the

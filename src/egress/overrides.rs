@@ -93,11 +93,16 @@ pub fn find(
     if let Some(key) = json_keys(&text).into_iter().find(|key| overrides(key)) {
         return Some(found("the body (as JSON)", &key));
     }
-    if let Some(key) = multipart_names(&text)
-        .into_iter()
-        .find(|key| overrides(key))
-    {
-        return Some(found("the body (as multipart form data)", &key));
+    for name in multipart_names(&text) {
+        match name {
+            Ok(key) if overrides(&key) => {
+                return Some(found("the body (as multipart form data)", &key));
+            }
+            Ok(_) => {}
+            Err(charset) => {
+                return Some(found("a multipart field name's character set", &charset));
+            }
+        }
     }
     None
 }
@@ -327,85 +332,113 @@ fn skip_blanks(chars: &[char], mut i: usize) -> usize {
 /// The field names of multipart parts, read as loosely as the loosest parser reads them.
 /// Rack finds a part's name with an unanchored, case-insensitive search for
 /// `Content-Disposition:` anywhere in the part's head (so under `X-Content-Disposition:`,
-/// after leading blanks, on a folded line), then `name=` after a `;` or a blank; it takes
-/// `Content-ID:` as the name of a part without one. So: on every line of the body, folded
-/// lines joined and also read alone, every `name`, `name*` and `name*N` parameter after
-/// each occurrence of `content-disposition`, and the value of each `content-id`.
-fn multipart_names(text: &str) -> Vec<String> {
-    let mut lines: Vec<String> = Vec::new();
-    let mut names = Vec::new();
-    for line in text.split('\n') {
-        let line = line.trim_end_matches('\r');
-        // A folded line is read alone too: a parser that does not unfold sees it as a line.
-        if line.starts_with([' ', '\t']) {
-            disposition_names(line, &mut names);
-        }
-        match lines.last_mut() {
-            Some(last) if line.starts_with([' ', '\t']) => last.push_str(line),
-            _ => lines.push(line.to_owned()),
-        }
-    }
-    for line in &lines {
-        disposition_names(line, &mut names);
-    }
-    names
-}
-
-/// The part names one head line gives, by every reading in [`multipart_names`]. Each
-/// `content-disposition` or `content-id` is read up to the next one, so a line of nothing
-/// but those words is still read in linear time.
-fn disposition_names(line: &str, names: &mut Vec<String>) {
+/// after leading blanks), then `name=` after a `;` or blanks, across line breaks; it takes
+/// `Content-ID:` (blanks and line breaks after the colon skipped) as the name of a part
+/// without one. So: after each occurrence of `content-disposition` anywhere in the body,
+/// every `name`, `name*` and `name*N` parameter up to the next such word or the end of the
+/// head (a blank line); after each `content-id`, its value. A `name*` in a character set
+/// that is not UTF-8, ASCII or Latin-1 is returned as `Err(charset)`: it cannot be read as
+/// the provider would. Each word's stretch ends where the next begins: linear time.
+fn multipart_names(text: &str) -> Vec<Result<String, String>> {
     const DISPOSITION: &str = "content-disposition";
     const ID: &str = "content-id";
-    let lower = line.to_ascii_lowercase();
+    let lower = text.to_ascii_lowercase();
     let mut marks: Vec<(usize, &str)> = lower
         .match_indices(DISPOSITION)
         .chain(lower.match_indices(ID))
         .collect();
     marks.sort_unstable();
+    // Where each head ends: a line with nothing on it.
+    let blanks: Vec<usize> = lower
+        .match_indices('\n')
+        .map(|(at, _)| at)
+        .filter(|at| {
+            let rest = &lower.as_bytes()[at + 1..];
+            rest.first() == Some(&b'\n') || rest.starts_with(b"\r\n")
+        })
+        .collect();
+    let mut names = Vec::new();
+    let mut blank = 0;
     for (n, (at, mark)) in marks.iter().enumerate() {
-        let end = marks.get(n + 1).map_or(line.len(), |(next, _)| *next);
-        let Some(segment) = line.get(at + mark.len()..end.max(at + mark.len())) else {
+        let from = at + mark.len();
+        while blanks.get(blank).is_some_and(|b| *b < from) {
+            blank += 1;
+        }
+        let next_mark = marks.get(n + 1).map_or(text.len(), |(next, _)| *next);
+        let head_end = blanks.get(blank).map_or(text.len(), |b| *b);
+        let end = next_mark.min(head_end).max(from);
+        let Some(segment) = text.get(from..end) else {
             continue;
         };
         if *mark == ID {
             if let Some(value) = segment.trim_start().strip_prefix(':') {
-                let value = value.split(';').next().unwrap_or_default();
-                names.push(value.trim().trim_matches(['<', '>', '"']).to_owned());
+                let value = value.trim_start();
+                let value = value.split([';', '\r', '\n']).next().unwrap_or_default();
+                names.push(Ok(value.trim().trim_matches(['<', '>', '"']).to_owned()));
             }
         } else {
-            disposition_params(segment, names);
+            disposition_params(segment, &mut names);
         }
     }
+    names
 }
 
-/// Every `name`, `name*` and `name*N` parameter in `value` (split on `;` and on blanks,
-/// as Rack's broken-header reading does), RFC 2231 continuations joined in order.
-fn disposition_params(value: &str, names: &mut Vec<String>) {
+/// Every `name`, `name*` and `name*N` parameter in `value` (split on `;`, blanks and line
+/// breaks, as Rack's reading does), RFC 2231 continuations joined in order and decoded in
+/// their character set.
+fn disposition_params(value: &str, names: &mut Vec<Result<String, String>>) {
     let mut pieces: Vec<(u32, String)> = Vec::new();
-    for param in value.split([';', ' ', '\t']) {
+    let mut charset = None;
+    for param in value.split([';', ' ', '\t', '\r', '\n']) {
         let Some((name, value)) = param.split_once('=') else {
             continue;
         };
         let name = name.trim().to_ascii_lowercase();
         let value = value.trim().trim_matches('"');
         if name == "name" {
-            names.push(encoded_words(&value.replace('\\', "")));
+            names.push(Ok(encoded_words(&value.replace('\\', ""))));
         } else if name == "name*" {
-            // RFC 2231: charset'language'percent-encoded
-            names.push(value.rsplit('\'').next().unwrap_or(value).to_owned());
+            names.push(rfc2231(value));
         } else if let Some(n) = name
             .strip_prefix("name*")
             .map(|rest| rest.trim_end_matches('*'))
             .and_then(|n| n.parse::<u32>().ok())
         {
+            // A piece may say the character set of them all: `utf-8''...`.
+            if value.matches('\'').count() >= 2 {
+                charset = value.split('\'').next().map(str::to_owned);
+            }
             let piece = value.rsplit('\'').next().unwrap_or(value);
             pieces.push((n, piece.to_owned()));
         }
     }
     if !pieces.is_empty() {
         pieces.sort_by_key(|(n, _)| *n);
-        names.push(pieces.into_iter().map(|(_, piece)| piece).collect());
+        let joined: String = pieces.into_iter().map(|(_, piece)| piece).collect();
+        let charset = charset.unwrap_or_default();
+        names.push(rfc2231(&format!("{charset}''{joined}")));
+    }
+}
+
+/// An RFC 2231 value (`charset'language'percent-encoded`), decoded in its character set;
+/// `Err(charset)` for one that is not UTF-8, ASCII or Latin-1 (Django decodes the name in
+/// whatever set it says: `utf-16le''%5F%00m%00...` is `_method` there).
+fn rfc2231(value: &str) -> Result<String, String> {
+    let mut parts = value.splitn(3, '\'');
+    let (charset, encoded) = match (parts.next(), parts.next(), parts.next()) {
+        (Some(charset), Some(_), Some(encoded)) => (charset.to_ascii_lowercase(), encoded),
+        _ => (String::new(), value),
+    };
+    let bytes: Vec<u8> = url::form_urlencoded::parse(format!("{encoded}=").as_bytes())
+        .next()
+        .map(|(k, _)| k.into_owned().into_bytes())
+        .unwrap_or_default();
+    match charset.as_str() {
+        "" | "utf-8" | "utf8" | "us-ascii" | "ascii" => {
+            Ok(String::from_utf8_lossy(&bytes).into_owned())
+        }
+        "iso-8859-1" | "latin1" | "latin-1" => Ok(bytes.iter().map(|b| char::from(*b)).collect()),
+        other => Err(other.to_owned()),
     }
 }
 
@@ -493,6 +526,13 @@ mod tests {
             "--b\r\ncontent-id:_method\r\n\r\nDELETE\r\n--b--",
             "--b\r\nContent-Disposition: form-data name=_method\r\n\r\nDELETE\r\n--b--",
             "--b\r\nContent-Disposition:form-data;name=_method\r\n\r\nDELETE\r\n--b--",
+            // Across line breaks, as Rack's patterns read them.
+            "--b\r\nContent-Disposition: form-data\r\n; name=_method\r\n\r\nDELETE\r\n--b--",
+            "--b\r\nContent-Disposition: form-data;\r\nname=_method\r\n\r\nDELETE\r\n--b--",
+            "--b\r\nContent-Disposition: form-data\r\nX-Foo; name=_method\r\n\r\nDELETE\r\n--b--",
+            "--b\r\nContent-ID:\r\n_method\r\n\r\nDELETE\r\n--b--",
+            "--b\r\nContent-Disposition: form-data; name*=utf-16le''%5F%00m%00e%00t%00h%00o%00d%00\r\n\r\nDELETE\r\n--b--",
+            "--b\r\nContent-Disposition: form-data; name*0*=iso-8859-1''%5Fme; name*1=thod\r\n\r\nDELETE\r\n--b--",
         ] {
             assert!(in_body(body).is_some(), "{body}");
         }

@@ -35,7 +35,7 @@ impl ModuleLoader for SandboxLoader {
         &self,
         specifier: &str,
         referrer: &str,
-        _kind: ResolutionKind,
+        kind: ResolutionKind,
     ) -> ModuleResolveResponse {
         if specifier == MODULE_URL && referrer == MODULE_URL {
             // Its own namespace would reach its guarded entry in ways the static rule does
@@ -48,6 +48,15 @@ impl ModuleLoader for SandboxLoader {
             ModuleSpecifier::parse(MODULE_URL).map_err(JsErrorBox::from_err)
         } else if SDK_NAMES.contains(&specifier) {
             ModuleSpecifier::parse(SDK_SPECIFIER).map_err(JsErrorBox::from_err)
+        } else if specifier == GUARD_URL
+            && referrer == MODULE_URL
+            && matches!(kind, ResolutionKind::DynamicImport)
+        {
+            // The model's compiled module imports the guard statically; the model itself
+            // may not reach it (see `source::own_modules_only`).
+            Err(JsErrorBox::generic(format!(
+                "`{GUARD_URL}` is sdkbox's own module: a script cannot import it"
+            )))
         } else if specifier == GUARD_URL {
             ModuleSpecifier::parse(GUARD_URL).map_err(JsErrorBox::from_err)
         } else {

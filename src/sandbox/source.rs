@@ -97,7 +97,13 @@ pub fn compile(code: &str) -> Result<Program, SyntaxError> {
 
 fn compile_here(code: &str) -> Result<Program, SyntaxError> {
     let lines: Vec<String> = code.lines().map(str::to_owned).collect();
-    let as_module = parse(code).and_then(|parsed| compile_module(code, parsed, &lines));
+    // A module that reaches the guard is refused as it is, whatever a body reading says.
+    let parsed = match parse(code).map(own_modules_only) {
+        Ok(Err(refused)) => return Err(refused.with_excerpt(&lines)),
+        Ok(Ok(parsed)) => Ok(parsed),
+        Err(error) => Err(error),
+    };
+    let as_module = parsed.and_then(|parsed| compile_module(code, parsed, &lines));
     let module_error = match as_module {
         Ok(program) => return Ok(program),
         Err(error) => error,
@@ -105,7 +111,10 @@ fn compile_here(code: &str) -> Result<Program, SyntaxError> {
     let (imports, body) = hoist_imports(code);
     let wrapped =
         format!("{imports}export default async function {ENTRY_EXPORT}(api) {{\n{body}\n}}\n");
-    let body_error = match parse(&wrapped).and_then(|parsed| emit(parsed, 1, &lines)) {
+    let body_error = match parse(&wrapped)
+        .and_then(own_modules_only)
+        .and_then(|parsed| emit(parsed, 1, &lines))
+    {
         Ok(program) => return Ok(program),
         Err(error) => error,
     };
@@ -303,6 +312,35 @@ impl RawError {
             line,
             column: self.column,
         }
+    }
+}
+
+/// Refuses a script that imports or re-exports sdkbox's own guard module (`sdkbox:entry`):
+/// its `once` could make the harness believe the entry ran, and its records are the
+/// guard's. (A dynamic `import()` of it is refused by the loader.)
+fn own_modules_only(parsed: ParsedSource) -> Result<ParsedSource, RawError> {
+    let reaches_guard = match parsed.program_ref() {
+        deno_ast::ProgramRef::Module(module) => module.body.iter().any(|item| {
+            let source = match item {
+                ModuleItem::ModuleDecl(ModuleDecl::Import(import)) => Some(&import.src),
+                ModuleItem::ModuleDecl(ModuleDecl::ExportAll(export)) => Some(&export.src),
+                ModuleItem::ModuleDecl(ModuleDecl::ExportNamed(export)) => export.src.as_ref(),
+                _ => None,
+            };
+            source.is_some_and(|src| &*src.value == entry::GUARD_URL)
+        }),
+        deno_ast::ProgramRef::Script(_) => false,
+    };
+    match reaches_guard {
+        true => Err(RawError {
+            message: format!(
+                "`{}` is sdkbox's own module: a script cannot import it",
+                entry::GUARD_URL
+            ),
+            line: 1,
+            column: 1,
+        }),
+        false => Ok(parsed),
     }
 }
 

@@ -205,8 +205,15 @@ fn judge(
             None,
         );
     }
+    // A DPoP token is bound to a key, said or not by `cnf`: not a bearer token.
+    if answer["token_type"]
+        .as_str()
+        .is_some_and(|kind| kind.eq_ignore_ascii_case("dpop"))
+    {
+        return (Err(super::sender_bound()), None);
+    }
     if let Some(kind) = answer["token_type"].as_str()
-        && !["bearer", "access_token", "dpop"].contains(&kind.to_ascii_lowercase().as_str())
+        && !["bearer", "access_token"].contains(&kind.to_ascii_lowercase().as_str())
     {
         return (
             Err(Invalid(format!(
@@ -279,7 +286,9 @@ fn judge(
     scopes.sort();
     scopes.dedup();
     let client = answer["client_id"].as_str().map(str::to_owned);
-    let subject_is_client = answer["sub"].as_str().is_none_or(str::is_empty);
+    // No subject, or the client's own id as the subject (RFC 9068 §2.2, as for JWTs).
+    let subject_is_client = answer["sub"].as_str().is_none_or(str::is_empty)
+        || answer["sub"].as_str() == answer["client_id"].as_str();
     let mut signed_in = SignedIn::new(settings, sub.to_owned(), client, scopes);
     signed_in.subject_is_client = subject_is_client;
     (Ok(signed_in), left.map(Duration::from_secs))
@@ -369,6 +378,7 @@ mod tests {
             (json!({"iss": 1}), "another authorization server"),
             // Bound to a DPoP key: not a bearer token.
             (json!({"cnf": {"jkt": "0ZcOCORZNYy"}}), "bound to a key"),
+            (json!({"token_type": "DPoP"}), "bound to a key"),
         ] {
             let mut answer = good.clone();
             for (k, v) in change.as_object().unwrap() {
@@ -391,5 +401,10 @@ mod tests {
         let mut answer = good.clone();
         answer["scope"] = json!("sdkbox:read  sdkbox:write");
         assert!(judge(&answer, &settings).0.unwrap().may_write);
+        // A client acting on its own behalf is a machine, as a JWT of the same says.
+        assert!(!judge(&good, &settings).0.unwrap().is_machine());
+        let mut machine = good.clone();
+        machine["sub"] = json!("c");
+        assert!(judge(&machine, &settings).0.unwrap().is_machine());
     }
 }

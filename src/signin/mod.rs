@@ -62,8 +62,9 @@ fn scopes_of(text: &str) -> impl Iterator<Item = &str> {
 /// the protection its binding gives against theft.
 fn sender_bound() -> Invalid {
     Invalid(
-        "the token is bound to a key (`cnf`: DPoP or mTLS), and this server accepts bearer \
-         tokens only: ask the authorization server for a token without DPoP binding"
+        "the token is bound to a key (DPoP, or a client certificate), and this server accepts \
+         bearer tokens only: configure the client, or the authorization server, to issue \
+         unbound bearer tokens for it"
             .into(),
     )
 }

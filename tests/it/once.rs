@@ -180,11 +180,14 @@ async fn a_second_call_of_a_guarded_function_fails_and_sends_nothing() {
         assert_eq!(demo.customers_named(name).await, 1, "{shape}");
         assert_eq!(yes.asked.load(Ordering::SeqCst), 1, "{shape}");
     }
-    // A module that imports itself would reach its entry through its namespace: refused,
-    // nothing sent.
-    for (n, import) in [
-        "import * as me from \"file:///code.ts\";",
-        "const me = await import(\"file:///code.ts\");",
+    // A module that imports itself would reach its entry through its namespace, and one
+    // that imports the guard could tell the harness its entry ran: refused, nothing sent.
+    for (n, (import, refusal)) in [
+        ("import * as me from \"file:///code.ts\";", "cannot import itself"),
+        ("const me = await import(\"file:///code.ts\");", "cannot import itself"),
+        ("import { once } from \"sdkbox:entry\";\nconst me = { main: () => once(\"main\", () => 1) };", "sdkbox's own module"),
+        ("export * from \"sdkbox:entry\";\nconst me = { main: () => 1 };", "sdkbox's own module"),
+        ("const g = await import(\"sdkbox:\" + \"entry\");\nconst me = { main: () => g.once(\"main\", () => 1) };", "sdkbox's own module"),
     ]
     .iter()
     .enumerate()
@@ -196,7 +199,7 @@ async fn a_second_call_of_a_guarded_function_fails_and_sends_nothing() {
         );
         let outcome = demo.run_with(&code, None, false).await;
         let said = format!("{:?}", outcome.error);
-        assert!(said.contains("cannot import itself"), "{import}: {said}");
+        assert!(said.contains(refusal), "{import}: {said}");
         assert_eq!(demo.customers_named(&name).await, 0, "{import}");
     }
     // A helper named `run` that only the entry calls is the script's to call as it likes.
@@ -330,6 +333,51 @@ async fn four_approvals_on_the_page_with_early_reruns_send_each_write_once() {
     assert!(again.ok, "{again:?}");
     assert_eq!(demo.customers_named("page-four-1").await, 1);
     assert_eq!(orders(&demo).await, orders_before + 1);
+}
+
+/// Writes at once (`Promise.all`) on the approval page: each round asks about the writes it
+/// reached, the user approves each on its own, and the re-runs send each write once,
+/// whatever order their requests arrive in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_writes_on_the_page_are_each_sent_once() {
+    let (demo, approvals) = crate::page::demo_with_page("").await;
+    let names: Vec<String> = (0..4).map(|i| format!("page-par-{i}")).collect();
+    let code = format!(
+        "return await Promise.all({}.map((name, i) => api.customers.create({{ name, email: name + '@example.com' }})));",
+        serde_json::to_string(&names).unwrap()
+    );
+    let mut asked = std::collections::BTreeSet::new();
+    let mut last = None;
+    for _ in 0..8 {
+        let outcome = crate::page::run(&demo, &approvals, &code).await;
+        if outcome.ok {
+            last = Some(outcome);
+            break;
+        }
+        let links: Vec<String> = outcome
+            .approvals
+            .iter()
+            .filter_map(|m| m.split_whitespace().find(|w| w.contains("/approve/")))
+            .map(str::to_owned)
+            .collect();
+        assert!(!links.is_empty(), "no question and not done: {outcome:?}");
+        for link in links {
+            if asked.insert(link.clone()) {
+                decide_on_page(&link, "approve").await;
+            }
+        }
+    }
+    let last = last.unwrap_or_else(|| panic!("not done after 8 rounds"));
+    assert_eq!(
+        last.result.as_array().map(Vec::len),
+        Some(4),
+        "{}",
+        last.result
+    );
+    for name in &names {
+        assert_eq!(demo.customers_named(name).await, 1, "{name}");
+    }
+    assert_eq!(asked.len(), 4, "one question per write: {asked:?}");
 }
 
 /// Runs one 2026-07-28 round of `code`: with the previous round's state, every question
@@ -761,10 +809,10 @@ async fn a_retry_chain_outlives_a_round_that_failed() {
 }
 
 /// Exactly once with the provider too: a write to a provider that takes idempotency keys
-/// carries one (derived from the run's code and the write, or the script's own), so when its
-/// outcome is unknown (a timeout: the provider made the payment and answered late; a run cut
-/// off) it is sent again with the same key, in the run or the next run of its code, and the
-/// provider applies it once. Runs go through approval rounds, as the server runs them.
+/// carries one (random, or the script's own), so when its outcome is unknown (a timeout: the
+/// provider made the payment and answered late) it is sent again with the same key and the
+/// provider applies it once; another run of the code is another write. Runs go through
+/// approval rounds, as the server runs them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keyed_write_whose_outcome_is_unknown_is_retried_and_applied_once() {
     let provider = crate::provider::Provider::start().await;
@@ -845,29 +893,28 @@ async fn a_keyed_write_whose_outcome_is_unknown_is_retried_and_applied_once() {
         "the timeout, then the retry: {:?}",
         outcome.http
     );
-    // A script's own key is kept.
+    // The same code run again is another write, with another key: the provider makes it.
+    let again = run(&keyed, pay("{}"), 30_000).await;
+    assert!(again.ok, "{again:?}");
+    assert_ne!(again.result["body"]["key"], key.as_str(), "{again:?}");
+    assert_eq!(payments(), 2);
+    // A script's own key is kept; an empty one is none.
     let own = run(&keyed, pay("{ 'Idempotency-Key': 'order-77' }"), 30_000).await;
     assert_eq!(own.result["body"]["key"], "order-77", "{own:?}");
-    assert_eq!(payments(), 2);
-    // A run cut off while its payment is in flight leaves its outcome unknown; the next run
-    // of that code sends it again with the same key, and the provider answers it once.
-    let cut = pay("{ 'X-Run': 'cut' }");
-    let first = run(&keyed, cut.clone(), 800).await;
-    assert!(!first.ok, "{first:?}");
     assert_eq!(payments(), 3);
-    let rerun = run(&keyed, cut, 30_000).await;
-    assert!(rerun.ok, "{rerun:?}");
-    assert_eq!(rerun.result["replayed"], "true", "{rerun:?}");
-    assert_eq!(payments(), 3);
+    let empty = run(&keyed, pay("{ 'Idempotency-Key': '' }"), 30_000).await;
+    let given = empty.result["body"]["key"].as_str().unwrap_or_default();
+    assert!(given.starts_with("sdkbox-"), "{empty:?}");
+    assert_eq!(payments(), 4);
     // A provider that takes no keys: the write is not retried (it might be applied twice),
     // nor sent again by the next run of its code: it was, maybe, and nobody knows.
     let unkeyed = setup(None);
     let plain = run(&unkeyed, pay("{}"), 30_000).await;
     assert!(!plain.ok, "{plain:?}");
     assert_eq!(plain.http.len(), 1, "{:?}", plain.http);
-    assert_eq!(payments(), 4);
+    assert_eq!(payments(), 5);
     let rerun = run(&unkeyed, pay("{}"), 30_000).await;
     let said = format!("{:?}", rerun.error);
     assert!(said.contains("earlier run"), "{rerun:?}");
-    assert_eq!(payments(), 4);
+    assert_eq!(payments(), 5);
 }

@@ -212,7 +212,7 @@ async fn no_method_override_reaches_a_handler_behind_express_method_override() {
 /// The ways a multipart part's head can name the part, `{K}` for the name and `{E}` for the
 /// line ending: read by the book, and as loosely as some parser reads them (Rack searches its
 /// head for `Content-Disposition:` anywhere, takes `Content-ID:` as a name, folds lines).
-const HEADS: [&str; 14] = [
+const HEADS: [&str; 19] = [
     "Content-Disposition: form-data; name=\"{K}\"",
     "content-disposition: form-data; name={K}",
     "X-Content-Disposition: form-data; name=\"{K}\"",
@@ -227,6 +227,12 @@ const HEADS: [&str; 14] = [
     "Foo: bar; Content-Disposition: form-data; name=\"{K}\"",
     "Content-Disposition:{E} form-data; name=\"{K}\"",
     "Content-Type: text/plain; Content-Disposition: form-data; name={K}",
+    // Across line breaks: Rack's patterns read past them.
+    "Content-Disposition: form-data{E}; name={K}",
+    "Content-Disposition: form-data;{E}name={K}",
+    "Content-Disposition: form-data{E}X-Foo; name={K}",
+    "Content-Type: text/plain{E}Content-Disposition:{E};name={K}",
+    "Content-ID:{E}{K}",
 ];
 
 /// Every multipart spelling of `_method` the generator makes that Rack 2.2 (Debian's
