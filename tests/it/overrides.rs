@@ -236,8 +236,9 @@ const HEADS: [&str; 19] = [
 ];
 
 /// Every multipart spelling of `_method` the generator makes that Rack 2.2 (Debian's
-/// ruby-rack, behind `Rack::MethodOverride` as Rails and Sinatra mount it) runs as DELETE is
-/// refused by sdkbox before it leaves. Rack is the oracle: it reads each spelling first.
+/// ruby-rack, behind `Rack::MethodOverride` as Rails and Sinatra mount it) runs as DELETE, or
+/// busboy (multer's parser, for Express) reads a `_method` field in, is refused by sdkbox
+/// before it leaves. The parsers are the oracles: they read each spelling first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_multipart_spelling_rack_runs_as_another_method_is_refused() {
     let oracle = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/providers/rack/oracle.rb");
@@ -245,7 +246,12 @@ async fn every_multipart_spelling_rack_runs_as_another_method_is_refused() {
         .args(["-e", "require 'rack'"])
         .status()
         .is_ok_and(|status| status.success());
-    if !crate::support::requirement_met(rack, "Ruby and Debian's ruby-rack are not installed") {
+    if !crate::support::requirement_met(rack, "Ruby and Debian's ruby-rack are not installed")
+        || !crate::support::requirement_met(
+            folder().join("node_modules/busboy").exists(),
+            "busboy is not installed (scripts/test-deps)",
+        )
+    {
         return;
     }
     let mut cases = Vec::new();
@@ -275,36 +281,28 @@ async fn every_multipart_spelling_rack_runs_as_another_method_is_refused() {
                 + "\n"
         })
         .collect();
-    let mut child = std::process::Command::new("ruby")
-        .arg(&oracle)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    let read: Vec<String> = String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| {
-            serde_json::from_str::<Value>(line).unwrap()["method"]
-                .as_str()
-                .unwrap()
-                .to_owned()
+    let read: Vec<String> = ask("ruby", &[oracle.to_str().unwrap()], &folder(), &input)
+        .iter()
+        .map(|answer| answer["method"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(read.len(), cases.len(), "Rack answered {read:?}");
+    // busboy, as multer hands Express apps their fields (method-override reads `_method`).
+    let busboy: Vec<bool> = ask("node", &["busboy-oracle.mjs"], &folder(), &input)
+        .iter()
+        .map(|answer| {
+            answer["names"]
+                .as_array()
+                .is_some_and(|names| names.iter().any(|n| n == "_method"))
         })
         .collect();
-    assert_eq!(read.len(), cases.len(), "the oracle answered {read:?}");
+    assert_eq!(busboy.len(), cases.len(), "busboy answered {busboy:?}");
     let sandbox = crate::support::offline();
     let mut overridden = 0;
+    let mut by_busboy = 0;
     let mut sent = Vec::new();
-    for (body, rack) in cases.iter().zip(&read) {
-        if rack != "DELETE" {
+    for ((body, rack), busboy) in cases.iter().zip(&read).zip(&busboy) {
+        by_busboy += usize::from(*busboy);
+        if rack != "DELETE" && !busboy {
             continue;
         }
         overridden += 1;
@@ -324,14 +322,40 @@ async fn every_multipart_spelling_rack_runs_as_another_method_is_refused() {
         }
     }
     eprintln!(
-        "{} spellings; Rack ran {overridden} as DELETE; sdkbox sent {}",
+        "{} spellings; Rack or busboy read {overridden} as overriding (busboy {by_busboy}); \
+         sdkbox sent {}",
         cases.len(),
         sent.len()
     );
+    assert!(by_busboy >= 4, "{busboy:?}");
     // The oracle is alive: the spelling by the book, at least, overrides.
     assert!(overridden >= 4, "{read:?}");
     assert!(
         sent.is_empty(),
         "sent although Rack runs them as DELETE: {sent:#?}"
     );
+}
+
+/// The JSON lines a parser oracle (`program args...` run in `dir`) answers to `input`.
+fn ask(program: &str, args: &[&str], dir: &Path, input: &str) -> Vec<Value> {
+    use std::io::Write;
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
 }
