@@ -212,8 +212,8 @@ impl Gate {
     /// Which write of the run this is: exactly, and by its slot (method and operation, or
     /// path): where the script made it among the slot's requests when the gateway says so for
     /// this very slot (concurrent requests reach here in any order), else counted as they
-    /// arrive (a `fetch`, a redirect's hop). Slots are named as they always were, so chains
-    /// recorded before positions existed still match.
+    /// arrive (a redirect's hop, a request to no operation). Slots are named as they always
+    /// were, so chains recorded before positions existed still match.
     fn key(&self, fingerprint: Fingerprint, slot: String, position: Option<&Position>) -> Key {
         let mut state = lock(&self.state);
         let next = |count: &mut u32| {

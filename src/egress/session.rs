@@ -485,6 +485,20 @@ impl EgressSession {
         &self.state.scrubber
     }
 
+    /// The path under the base URL a request reaches (`/customers/cus_1` under
+    /// `https://h/v1`), as the SDK's templates are written: for a `fetch` to the base URL's
+    /// origin as for an `api.request`; `None` for one elsewhere or one that does not resolve.
+    pub fn api_path(&self, request: &ScriptRequest) -> Option<String> {
+        let base = &self.state.client.config.base_url;
+        let url = resolve_url(base, &request.url, request.kind).ok()?;
+        if url.origin() != base.origin() {
+            return None;
+        }
+        let under = base.path().trim_end_matches('/');
+        let rest = url.path().strip_prefix(under)?;
+        (rest.is_empty() || rest.starts_with('/')).then(|| rest.to_owned())
+    }
+
     /// Resolves, checks and encodes the request; on failure returns the URL to log.
     fn check(
         &self,

@@ -113,18 +113,15 @@ impl Gateway {
 
     /// Gives `request` its position among the script's requests to its operation, in the
     /// order the script made them: this runs as the request comes out of the sandbox, before
-    /// anything about it waits. Only API requests to an operation of the SDK get one (the
-    /// slot named as the approval rules name it, `POST customers.create`); the gate counts
-    /// the rest as they arrive, as it did before positions.
+    /// anything about it waits. Requests to an operation of the SDK get one, whether made by
+    /// the SDK, `api.request` or `fetch` (the slot named as the approval rules name it,
+    /// `POST customers.create`): they share one count. The gate counts the rest as they
+    /// arrive, as it did before positions.
     fn place(&self, request: &mut ScriptRequest) {
-        if request.kind != crate::egress::UrlKind::Api {
-            return;
-        }
-        let Some(operation) = self
-            .sdk
-            .as_ref()
-            .and_then(|sdk| sdk.operation_name(&request.method, &request.url))
-        else {
+        let Some(operation) = self.sdk.as_ref().and_then(|sdk| {
+            let path = self.session.api_path(request)?;
+            sdk.operation_name(&request.method, &path)
+        }) else {
             return;
         };
         let slot = format!("{} {operation}", request.method.to_ascii_uppercase());

@@ -335,6 +335,42 @@ async fn four_approvals_on_the_page_with_early_reruns_send_each_write_once() {
     assert_eq!(orders(&demo).await, orders_before + 1);
 }
 
+/// Writes to one operation by the SDK and by `fetch` in one run are two writes, each sent
+/// once: they share the operation's count (review finding: the `fetch` one was refused as
+/// another write at the SDK one's place).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_to_one_operation_by_the_sdk_and_by_fetch_are_two_writes() {
+    let (demo, approvals) = crate::page::demo_with_page("").await;
+    let code = "await api.customers.create({ name: 'mix-sdk', email: 'mix-sdk@example.com' });\n\
+                await fetch('/v1/customers', { method: 'POST', headers: { 'content-type': 'application/json' }, \
+                body: JSON.stringify({ name: 'mix-fetch', email: 'mix-fetch@example.com' }) });\n\
+                return 'done';";
+    let mut asked = std::collections::BTreeSet::new();
+    let mut done = None;
+    for _ in 0..4 {
+        let outcome = crate::page::run(&demo, &approvals, code).await;
+        if outcome.ok {
+            done = Some(outcome);
+            break;
+        }
+        let links: Vec<String> = outcome
+            .approvals
+            .iter()
+            .filter_map(|m| m.split_whitespace().find(|w| w.contains("/approve/")))
+            .map(str::to_owned)
+            .collect();
+        assert!(!links.is_empty(), "refused, not asked: {outcome:?}");
+        for link in links {
+            if asked.insert(link.clone()) {
+                decide_on_page(&link, "approve").await;
+            }
+        }
+    }
+    assert!(done.is_some(), "not done after 4 rounds");
+    assert_eq!(demo.customers_named("mix-sdk").await, 1);
+    assert_eq!(demo.customers_named("mix-fetch").await, 1);
+}
+
 /// Writes at once (`Promise.all`) on the approval page: each round asks about the writes it
 /// reached, the user approves each on its own, and the re-runs send each write once,
 /// whatever order their requests arrive in.
