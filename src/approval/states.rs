@@ -213,6 +213,7 @@ mod tests {
             occurrence: 0,
             slot: "POST x".into(),
             slot_occurrence: 0,
+            idempotency: None,
         }
     }
 
