@@ -63,9 +63,6 @@ pub enum Found {
     TakenOver,
     /// Nobody has: it is claimed for the caller.
     New(Claimed),
-    /// An earlier run sent it with this idempotency key and no response came back: it may
-    /// be sent again with that key.
-    Unanswered(String),
 }
 
 impl RunJournal {
@@ -197,7 +194,6 @@ impl RunJournal {
             Lookup::Full => Found::Full,
             Lookup::TakenOver => Found::TakenOver,
             Lookup::New => Found::New(claimed),
-            Lookup::Unanswered(idempotency) => Found::Unanswered(idempotency),
         })
     }
 

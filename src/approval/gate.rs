@@ -234,7 +234,6 @@ impl Gate {
             occurrence,
             slot,
             slot_occurrence,
-            idempotency: None,
         }
     }
 
@@ -267,13 +266,9 @@ impl Gate {
     /// A write of a chain, looked up in its journal: answered (an earlier run sent it),
     /// refused (its fate is unknown, another run sends it now, the chain is full), or
     /// claimed for this run.
-    /// What the journal says of a write: claimed for this run (`Some`), to be sent unclaimed
-    /// (`None`: no journal, or an unanswered keyed write, whose key goes to `resend`), or a
-    /// decision made for it.
     async fn consult_journal(
         &self,
         key: &Key,
-        resend: &mut Option<String>,
         note: &(dyn Fn(Verdict, &str) -> Note + Sync),
         what: &(dyn Fn() -> String + Sync),
     ) -> Result<Option<Claimed>, Box<Decision>> {
@@ -296,12 +291,6 @@ impl Gate {
         };
         let decision = match found {
             Found::New(claimed) => return Ok(Some(claimed)),
-            // Sent with a key the provider applies once, and unanswered: sent again with it,
-            // its outcome is known, and it acts at most once.
-            Found::Unanswered(idempotency) => {
-                *resend = Some(idempotency);
-                return Ok(None);
-            }
             Found::Sent(Fate::Answered(response)) => Decision::Answer(
                 note(Verdict::Replayed, "an earlier run of this code sent it"),
                 response,
@@ -423,28 +412,17 @@ impl Gate {
         let place = operation
             .clone()
             .unwrap_or_else(|| request.url.path().to_owned());
-        let mut key = self.key(
+        let key = self.key(
             fingerprint.clone(),
             format!("{} {place}", request.method),
             request.position,
         );
-        // The key a write to a provider that takes them is sent with: kept with its claim,
-        // so that a run after one that left it unanswered sends it with the same key.
-        let keyed_header = self
-            .approvals
-            .rules
-            .idempotency_header(index)
-            .filter(|_| write);
-        let mut idempotency = keyed_header.map(|header| idempotency_key(header, request.headers));
-        key.idempotency = idempotency.as_ref().map(|(_, value)| value.clone());
-        let mut resend = None;
         let mut claimed = None;
         let refused = self.writes_refused.get().filter(|_| write);
         let consulted = match write && rule != Rule::Deny && !self.dry_run && refused.is_none() {
             true => {
                 self.consult_journal(
                     &key,
-                    &mut resend,
                     &|decision, why| Note {
                         because: why.to_owned(),
                         ..note(decision, None, None)
@@ -537,10 +515,14 @@ impl Gate {
                 Box::new(Follow::new(audit, claimed, self.following.clone()))
                     as Box<dyn crate::egress::Dispatch>
             });
-        if let (Some(value), Some((_, sent))) = (resend, idempotency.as_mut()) {
-            *sent = value;
-        }
-        let idempotency = idempotency.filter(|_| sends);
+        let header = index.map_or_else(
+            || self.approvals.rules.idempotency_header(None),
+            |i| self.approvals.rules.idempotency_header(Some(i)),
+        );
+        let idempotency = match (sends && write, header) {
+            (true, Some(header)) => Some(idempotency_key(header, request.headers)),
+            _ => None,
+        };
         Decided {
             operation,
             decision,

@@ -47,11 +47,6 @@ pub struct Key {
     pub slot: String,
     /// Which of the run's requests to that slot it is, from 0.
     pub slot_occurrence: u32,
-    /// The idempotency key it is sent with, where the provider takes them: a write whose
-    /// fate is unknown may be sent again with it (the provider applies a key once). Not part
-    /// of which write it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idempotency: Option<String>,
 }
 
 impl Key {
@@ -83,9 +78,6 @@ pub enum Lookup {
     Full,
     /// Nobody has: it may be claimed.
     New,
-    /// An earlier run sent exactly this write, with this idempotency key, and no response
-    /// came back: it may be sent again with the same key.
-    Unanswered(String),
     /// The run's own journal is gone: another replica took the run over (this one had lost
     /// touch with the state store), and the write is its to decide.
     TakenOver,
@@ -158,9 +150,6 @@ impl Journal {
     /// What the journal knows of `key`.
     pub fn lookup(&self, key: &Key) -> Lookup {
         if let Some(sent) = self.find(key) {
-            if let (Fate::Unknown(_), Some(idempotency)) = (&sent.fate, &sent.key.idempotency) {
-                return Lookup::Unanswered(idempotency.clone());
-            }
             return Lookup::Sent(sent.fate.clone());
         }
         let in_flight = self.in_flight.iter().any(|h| {
@@ -293,7 +282,6 @@ mod tests {
             occurrence,
             slot: slot.into(),
             slot_occurrence,
-            idempotency: None,
         }
     }
 

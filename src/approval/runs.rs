@@ -83,7 +83,7 @@ fn uncertain_key(code: &str) -> String {
 /// `found`, if it says the write may have been sent already.
 fn maybe_sent(found: Lookup) -> Option<Lookup> {
     match found {
-        Lookup::Sent(_) | Lookup::SentOtherwise(_) | Lookup::Unanswered(_) => Some(found),
+        Lookup::Sent(_) | Lookup::SentOtherwise(_) => Some(found),
         _ => None,
     }
 }

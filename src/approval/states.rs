@@ -213,7 +213,6 @@ mod tests {
             occurrence: 0,
             slot: "POST x".into(),
             slot_occurrence: 0,
-            idempotency: None,
         }
     }
 

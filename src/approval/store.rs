@@ -627,7 +627,6 @@ pub(super) mod tests {
             occurrence: 0,
             slot: format!("POST {fingerprint}"),
             slot_occurrence: 0,
-            idempotency: None,
         }
     }
 
