@@ -144,13 +144,6 @@ impl RunJournal {
     /// sent later) unless it is settled with a fate.
     pub async fn claim(self: &Arc<Self>, key: Key) -> Result<Found, StateError> {
         let until_ms = self.store.state().now_ms() + self.lease.as_millis() as u64;
-        // Made before the claim is written: should this call be dropped while the store
-        // writes it (the run ended, and its request's task with it), the guard releases the
-        // claim, which would otherwise count as a write that may have been sent.
-        let mut claimed = Claimed {
-            journal: self.clone(),
-            key: Some(key.clone()),
-        };
         let home = self.home.lock().await;
         let found = match &*home {
             Home::Run(run, owner) => {
@@ -182,18 +175,16 @@ impl RunJournal {
                     .await?
             }
         };
-        drop(home);
-        if !matches!(found, Lookup::New) {
-            // Nothing was claimed: nothing to release.
-            claimed.key = None;
-        }
         Ok(match found {
             Lookup::Sent(fate) => Found::Sent(fate),
             Lookup::SentOtherwise(fate) => Found::SentOtherwise(fate),
             Lookup::InFlight => Found::InFlight,
             Lookup::Full => Found::Full,
             Lookup::TakenOver => Found::TakenOver,
-            Lookup::New => Found::New(claimed),
+            Lookup::New => Found::New(Claimed {
+                journal: self.clone(),
+                key: Some(key),
+            }),
         })
     }
 

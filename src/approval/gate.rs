@@ -224,7 +224,10 @@ impl Gate {
         let occurrence = next(state.occurrences.entry(fingerprint.clone()).or_default());
         let (slot, slot_occurrence) = match position {
             Some(position) if position.slot == slot => (slot, position.occurrence),
+            // Counted apart from the writes placed by the gateway, which count from 0 in the
+            // slot too (a `fetch` spelt so that only the rules' readings find its operation).
             _ => {
+                let slot = format!("{slot} (by arrival)");
                 let n = next(state.slots.entry(slot.clone()).or_default());
                 (slot, n)
             }
@@ -643,8 +646,12 @@ mod tests {
         // A position for another slot than the gate's own reading is not taken.
         let other = gate.key(fingerprint("e"), "POST orders.create".into(), Some(&at(7)));
         assert_eq!(other.slot_occurrence, 0);
+        assert_ne!(other.slot, "POST orders.create");
         let hop = gate.key(fingerprint("c"), "GET /next".into(), None);
         let next_hop = gate.key(fingerprint("d"), "GET /next".into(), None);
         assert_eq!((hop.slot_occurrence, next_hop.slot_occurrence), (0, 1));
+        // Counted apart from placed ones: no two writes of the run share a place.
+        let unplaced = gate.key(fingerprint("f"), slot(), None);
+        assert_ne!((unplaced.slot, unplaced.slot_occurrence), (first.slot, 0));
     }
 }

@@ -485,6 +485,13 @@ impl EgressSession {
         &self.state.scrubber
     }
 
+    /// Ends the run's requests: reads in flight end, decisions still being made (a human
+    /// asked) end without sending, and a write that has left finishes. What the execution's
+    /// end does; a worker does it as soon as the script has reported.
+    pub fn end_run(&self) {
+        self.state.cancel.cancel();
+    }
+
     /// The path under the base URL a request reaches (`/customers/cus_1` under
     /// `https://h/v1`), as the SDK's templates are written: for a `fetch` to the base URL's
     /// origin as for an `api.request`; `None` for one elsewhere or one that does not resolve.

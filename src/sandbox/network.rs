@@ -137,6 +137,11 @@ impl Gateway {
         *count += 1;
     }
 
+    /// Ends the run's requests (see `EgressSession::end_run`).
+    pub fn end_run(&self) {
+        self.session.end_run();
+    }
+
     /// The same gateway, its requests waiting at `hold` before anything about them is
     /// decided, logged or sent.
     pub fn held_by(mut self, hold: Option<Hold>) -> Self {

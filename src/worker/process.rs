@@ -234,9 +234,15 @@ impl WorkerProcess {
                 }
                 message = self.channel.recv::<FromWorker>() => match message {
                     Ok(Some(FromWorker::Done { report })) => {
-                        // Its requests' tasks end here, not later: a write one of them was
-                        // deciding is sent (and followed) or not before the outcome is made.
-                        in_flight.shutdown().await;
+                        // Its requests end here, not later, and none is cut in the middle of
+                        // its decision (a claim half written would read as a write that may
+                        // have been sent): reads end, decisions end unsent, writes that left
+                        // finish; within the deadline, else they are cut.
+                        gateway.end_run();
+                        let drained = async { while in_flight.join_next().await.is_some() {} };
+                        if tokio::time::timeout(deadline.left() + grace, drained).await.is_err() {
+                            in_flight.shutdown().await;
+                        }
                         return Ok(report);
                     }
                     Ok(Some(FromWorker::Started)) => started = true,

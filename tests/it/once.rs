@@ -337,13 +337,16 @@ async fn four_approvals_on_the_page_with_early_reruns_send_each_write_once() {
 
 /// Writes to one operation by the SDK and by `fetch` in one run are two writes, each sent
 /// once: they share the operation's count (review finding: the `fetch` one was refused as
-/// another write at the SDK one's place).
+/// another write at the SDK one's place); one spelt so that only the rules find its operation
+/// (a matrix parameter) is counted apart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_to_one_operation_by_the_sdk_and_by_fetch_are_two_writes() {
     let (demo, approvals) = crate::page::demo_with_page("").await;
     let code = "await api.customers.create({ name: 'mix-sdk', email: 'mix-sdk@example.com' });\n\
                 await fetch('/v1/customers', { method: 'POST', headers: { 'content-type': 'application/json' }, \
                 body: JSON.stringify({ name: 'mix-fetch', email: 'mix-fetch@example.com' }) });\n\
+                await fetch('/v1/customers;x=1', { method: 'POST', headers: { 'content-type': 'application/json' }, \
+                body: JSON.stringify({ name: 'mix-matrix', email: 'mix-matrix@example.com' }) });\n\
                 return 'done';";
     let mut asked = std::collections::BTreeSet::new();
     let mut done = None;
