@@ -78,6 +78,9 @@ pub(super) struct State {
     pub all_approved: Option<(String, String)>,
     /// Identical writes of this run so far, by fingerprint, and writes to each place.
     occurrences: HashMap<Fingerprint, u32>,
+    /// Digests of the idempotency keys the script gave its writes, and the write each was
+    /// first given to.
+    own_keys: HashMap<String, Fingerprint>,
     slots: HashMap<String, u32>,
     plan: Vec<Planned>,
     plan_dropped: usize,
@@ -422,7 +425,34 @@ impl Gate {
         );
         let mut claimed = None;
         let refused = self.writes_refused.get().filter(|_| write);
-        let consulted = match write && rule != Rule::Deny && !self.dry_run && refused.is_none() {
+        // A key of the script's own names one write: used again for another, the provider
+        // could answer the second with the first's response, and apply only one of them.
+        let keyed = self
+            .approvals
+            .rules
+            .idempotency_header(index)
+            .filter(|_| write);
+        let reused = keyed
+            .and_then(|header| own_key(header, request.headers))
+            .filter(|own| {
+                let mut state = lock(&self.state);
+                // By digest: a key may be long, and the run makes many requests.
+                let digest = {
+                    use sha2::{Digest, Sha256};
+                    crate::hex::hex(&Sha256::digest(own.as_bytes()))
+                };
+                let first = state
+                    .own_keys
+                    .entry(digest)
+                    .or_insert_with(|| fingerprint.clone());
+                *first != fingerprint
+            });
+        let consulted = match write
+            && rule != Rule::Deny
+            && !self.dry_run
+            && refused.is_none()
+            && reused.is_none()
+        {
             true => {
                 self.consult_journal(
                     &key,
@@ -437,6 +467,16 @@ impl Gate {
             false => Ok(None),
         };
         let decision = match (refused, consulted) {
+            _ if reused.is_some() => Decision::Refuse(
+                note(Verdict::Denied, None, None),
+                format!(
+                    "{} was not sent: its idempotency key `{}` was given to another write of \
+                     this run, and the provider could answer this one with that one's \
+                     response. Give each write its own key, or none (sdkbox then gives one)",
+                    shown().what(),
+                    cut(reused.as_deref().unwrap_or_default(), 100)
+                ),
+            ),
             (Some(why), _) => {
                 self.refused_a_write
                     .store(true, std::sync::atomic::Ordering::Relaxed);
@@ -600,18 +640,22 @@ impl Checkpoint for Gate {
 /// provider applies it once however often a lost answer makes egress try again; another run
 /// of the code is another write, with another key.
 fn idempotency_key(header: &str, headers: &[String]) -> (String, String) {
-    let own = headers.iter().find_map(|line| {
-        let (name, value) = line.split_once(':')?;
-        let value = value.trim();
-        (name.trim().eq_ignore_ascii_case(header) && !value.is_empty()).then(|| value.to_owned())
-    });
-    let value = own.unwrap_or_else(|| {
+    let value = own_key(header, headers).unwrap_or_else(|| {
         format!(
             "sdkbox-{}",
             random_hex(16).unwrap_or_else(|| "unrandom".to_owned())
         )
     });
     (header.to_owned(), value)
+}
+
+/// The idempotency key the script sent itself in `header`, if it sent one (not empty).
+fn own_key(header: &str, headers: &[String]) -> Option<String> {
+    headers.iter().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        let value = value.trim();
+        (name.trim().eq_ignore_ascii_case(header) && !value.is_empty()).then(|| value.to_owned())
+    })
 }
 
 fn refuse_unaudited(note: &Note, error: &str) -> Decision {

@@ -945,15 +945,24 @@ async fn a_keyed_write_whose_outcome_is_unknown_is_retried_and_applied_once() {
     let given = empty.result["body"]["key"].as_str().unwrap_or_default();
     assert!(given.starts_with("sdkbox-"), "{empty:?}");
     assert_eq!(payments(), 4);
+    // One key of the script's own given to two different writes: the second is refused (the
+    // provider could answer it with the first's response).
+    let twice = "const one = await fetch('/v1/payments', { method: 'POST', body: '{\"n\":1}', headers: { 'Idempotency-Key': 'k-1' } });\n\
+                 await fetch('/v1/payments', { method: 'POST', body: '{\"n\":2}', headers: { 'Idempotency-Key': 'k-1' } });\n\
+                 return one.status;";
+    let refused = run(&keyed, twice.to_owned(), 30_000).await;
+    let said = format!("{:?}", refused.error);
+    assert!(said.contains("given to another write"), "{refused:?}");
+    assert_eq!(payments(), 5);
     // A provider that takes no keys: the write is not retried (it might be applied twice),
     // nor sent again by the next run of its code: it was, maybe, and nobody knows.
     let unkeyed = setup(None);
     let plain = run(&unkeyed, pay("{}"), 30_000).await;
     assert!(!plain.ok, "{plain:?}");
     assert_eq!(plain.http.len(), 1, "{:?}", plain.http);
-    assert_eq!(payments(), 5);
+    assert_eq!(payments(), 6);
     let rerun = run(&unkeyed, pay("{}"), 30_000).await;
     let said = format!("{:?}", rerun.error);
     assert!(said.contains("earlier run"), "{rerun:?}");
-    assert_eq!(payments(), 5);
+    assert_eq!(payments(), 6);
 }
