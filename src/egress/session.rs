@@ -485,6 +485,11 @@ impl EgressSession {
         &self.state.scrubber
     }
 
+    /// Requests one execution may send, retries included.
+    pub fn max_requests(&self) -> u32 {
+        self.state.client.limits().max_requests
+    }
+
     /// Ends the run's requests: reads in flight end, decisions still being made (a human
     /// asked) end without sending, and a write that has left finishes. What the execution's
     /// end does; a worker does it as soon as the script has reported.

@@ -51,6 +51,11 @@ impl Drop for Release {
 }
 
 impl Hold {
+    /// Whether the verdict is still to come.
+    pub fn waiting(&self) -> bool {
+        *self.0.borrow() == State::Waiting
+    }
+
     /// Waits until the hold is decided: whether requests may leave.
     pub async fn passed(&self) -> bool {
         let mut receiver = self.0.clone();

@@ -93,6 +93,9 @@ pub struct Gateway {
     hold: Option<Hold>,
     /// Requests the script made so far, by slot (see [`Position`]).
     positions: Mutex<HashMap<String, u32>>,
+    /// Requests made while the hold waits for its verdict: past the execution's request
+    /// budget none could be sent anyway, and each waiting one keeps its body in memory.
+    held: std::sync::atomic::AtomicU32,
 }
 
 /// Slots a gateway numbers the requests of (at most one per operation of the SDK; a bound
@@ -108,6 +111,7 @@ impl Gateway {
             sdk,
             hold: None,
             positions: Mutex::default(),
+            held: std::sync::atomic::AtomicU32::new(0),
         }
     }
 
@@ -154,6 +158,19 @@ impl Gateway {
     fn forward(&self, request: ScriptRequest) -> NetworkFuture {
         let session = self.session.clone();
         let hold = self.hold.clone();
+        let budget = session.max_requests();
+        if hold.as_ref().is_some_and(Hold::waiting)
+            && self.held.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= budget
+        {
+            let error = NetworkError {
+                kind: "limit".into(),
+                message: format!(
+                    "more than {budget} requests were made before the type check's verdict, \
+                     as many as the execution may send; make fewer requests"
+                ),
+            };
+            return Box::pin(async move { Err(error) });
+        }
         Box::pin(async move {
             if let Some(hold) = hold
                 && !hold.passed().await
@@ -233,6 +250,61 @@ impl Network for Gateway {
                 let reply = into_isolate(self.session.scrubber(), Err(error));
                 Box::pin(async move { reply })
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::egress::{Egress, EgressConfig, EgressLimits, UrlKind};
+    use futures_util::FutureExt;
+
+    /// Requests made while the type check's verdict is still to come wait, at most as many
+    /// as the execution may send; the one past that is refused at once (each waiting one
+    /// keeps its body).
+    #[tokio::test]
+    async fn requests_waiting_for_the_verdict_are_bounded_by_the_request_budget() {
+        let egress = Egress::new(EgressConfig {
+            base_url: url::Url::parse("http://127.0.0.1:9").unwrap(),
+            extra_origins: Vec::new(),
+            credential: None,
+            limits: EgressLimits {
+                max_requests: 3,
+                ..EgressLimits::default()
+            },
+        })
+        .unwrap();
+        let deadline = crate::deadline::Deadline::after(std::time::Duration::from_secs(5));
+        let gate = Arc::new(crate::approval::Gate::open(egress.base_url().clone()));
+        let stopped = tokio_util::sync::CancellationToken::new();
+        let session = egress.session(gate, deadline, stopped.child_token(), stopped);
+        let (release, hold) = crate::sandbox::hold();
+        let gateway = Gateway::new(session, None).held_by(Some(hold));
+        let request = || ScriptRequest {
+            method: "GET".into(),
+            url: "/x".into(),
+            kind: UrlKind::Fetch,
+            query: Vec::new(),
+            headers: Vec::new(),
+            body: None,
+            operation: None,
+            unencoded: None,
+            position: None,
+        };
+        let mut waiting: Vec<_> = (0..3).map(|_| gateway.send(request())).collect();
+        for one in &mut waiting {
+            assert!(
+                one.as_mut().now_or_never().is_none(),
+                "left before the verdict"
+            );
+        }
+        let past = gateway.send(request()).now_or_never();
+        let refused = past.expect("refused at once").unwrap_err();
+        assert_eq!(refused.kind, "limit", "{}", refused.message);
+        drop(release);
+        for one in waiting {
+            assert_eq!(one.await.unwrap_err().kind, "stopped");
         }
     }
 }

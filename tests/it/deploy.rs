@@ -67,8 +67,10 @@ fn stateless_instances_behind_a_balancer_survive_losing_one() {
         report["ok_sent_after_kill"].as_u64().unwrap() >= 3 * CONCURRENCY,
         "too few calls after the kill to show the others took over: {report}"
     );
+    // A hang guard, not a timing: no call came near the client's own timeout (a third of
+    // it flaked at 5.6 s on a loaded 2-core machine, failover included).
     assert!(
-        report["max_ms"].as_f64().unwrap() < CALL_TIMEOUT_MS / 3.0,
+        report["max_ms"].as_f64().unwrap() < CALL_TIMEOUT_MS * 2.0 / 3.0,
         "a call took too long: {report}"
     );
 }

@@ -37,7 +37,8 @@ async fn stripe_scenarios_run_against_localstripe() {
         .unwrap()
         .port();
     let _server = tokio::process::Command::new(localstripe())
-        .args(["--port", &port.to_string()])
+        // Its state is kept in /tmp/localstripe.pickle across runs: each test starts empty.
+        .args(["--from-scratch", "--port", &port.to_string()])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)

@@ -335,26 +335,20 @@ async fn four_approvals_on_the_page_with_early_reruns_send_each_write_once() {
     assert_eq!(orders(&demo).await, orders_before + 1);
 }
 
-/// Writes to one operation by the SDK and by `fetch` in one run are two writes, each sent
-/// once: they share the operation's count (review finding: the `fetch` one was refused as
-/// another write at the SDK one's place); one spelt so that only the rules find its operation
-/// (a matrix parameter) is counted apart.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn writes_to_one_operation_by_the_sdk_and_by_fetch_are_two_writes() {
-    let (demo, approvals) = crate::page::demo_with_page("").await;
-    let code = "await api.customers.create({ name: 'mix-sdk', email: 'mix-sdk@example.com' });\n\
-                await fetch('/v1/customers', { method: 'POST', headers: { 'content-type': 'application/json' }, \
-                body: JSON.stringify({ name: 'mix-fetch', email: 'mix-fetch@example.com' }) });\n\
-                await fetch('/v1/customers;x=1', { method: 'POST', headers: { 'content-type': 'application/json' }, \
-                body: JSON.stringify({ name: 'mix-matrix', email: 'mix-matrix@example.com' }) });\n\
-                return 'done';";
+/// Runs `code` on the approval page until it succeeds, at most `rounds` times, the user
+/// approving each question once as it appears; the last outcome and the links asked. A run
+/// that fails without asking anything fails the test (a write was refused, not asked).
+async fn approve_on_the_page_until_done(
+    demo: &crate::approvals::Demo,
+    approvals: &sdkbox::approval::Approvals,
+    code: &str,
+    rounds: usize,
+) -> (sdkbox::sandbox::Outcome, std::collections::BTreeSet<String>) {
     let mut asked = std::collections::BTreeSet::new();
-    let mut done = None;
-    for _ in 0..4 {
-        let outcome = crate::page::run(&demo, &approvals, code).await;
+    for _ in 0..rounds {
+        let outcome = crate::page::run(demo, approvals, code).await;
         if outcome.ok {
-            done = Some(outcome);
-            break;
+            return (outcome, asked);
         }
         let links: Vec<String> = outcome
             .approvals
@@ -369,7 +363,23 @@ async fn writes_to_one_operation_by_the_sdk_and_by_fetch_are_two_writes() {
             }
         }
     }
-    assert!(done.is_some(), "not done after 4 rounds");
+    panic!("not done after {rounds} rounds")
+}
+
+/// Writes to one operation by the SDK and by `fetch` in one run are two writes, each sent
+/// once: they share the operation's count (review finding: the `fetch` one was refused as
+/// another write at the SDK one's place); one spelt so that only the rules find its operation
+/// (a matrix parameter) is counted apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_to_one_operation_by_the_sdk_and_by_fetch_are_two_writes() {
+    let (demo, approvals) = crate::page::demo_with_page("").await;
+    let code = "await api.customers.create({ name: 'mix-sdk', email: 'mix-sdk@example.com' });\n\
+                await fetch('/v1/customers', { method: 'POST', headers: { 'content-type': 'application/json' }, \
+                body: JSON.stringify({ name: 'mix-fetch', email: 'mix-fetch@example.com' }) });\n\
+                await fetch('/v1/customers;x=1', { method: 'POST', headers: { 'content-type': 'application/json' }, \
+                body: JSON.stringify({ name: 'mix-matrix', email: 'mix-matrix@example.com' }) });\n\
+                return 'done';";
+    approve_on_the_page_until_done(&demo, &approvals, code, 4).await;
     assert_eq!(demo.customers_named("mix-sdk").await, 1);
     assert_eq!(demo.customers_named("mix-fetch").await, 1);
 }
@@ -385,28 +395,7 @@ async fn parallel_writes_on_the_page_are_each_sent_once() {
         "return await Promise.all({}.map((name, i) => api.customers.create({{ name, email: name + '@example.com' }})));",
         serde_json::to_string(&names).unwrap()
     );
-    let mut asked = std::collections::BTreeSet::new();
-    let mut last = None;
-    for _ in 0..8 {
-        let outcome = crate::page::run(&demo, &approvals, &code).await;
-        if outcome.ok {
-            last = Some(outcome);
-            break;
-        }
-        let links: Vec<String> = outcome
-            .approvals
-            .iter()
-            .filter_map(|m| m.split_whitespace().find(|w| w.contains("/approve/")))
-            .map(str::to_owned)
-            .collect();
-        assert!(!links.is_empty(), "no question and not done: {outcome:?}");
-        for link in links {
-            if asked.insert(link.clone()) {
-                decide_on_page(&link, "approve").await;
-            }
-        }
-    }
-    let last = last.unwrap_or_else(|| panic!("not done after 8 rounds"));
+    let (last, asked) = approve_on_the_page_until_done(&demo, &approvals, &code, 8).await;
     assert_eq!(
         last.result.as_array().map(Vec::len),
         Some(4),
