@@ -12,8 +12,8 @@ use std::time::Duration;
 use tokio_util::task::TaskTracker;
 
 use super::caller::Caller;
-use super::journal::{Fate, Key, Lookup, Sent};
-use super::store::{Store, StoreError};
+use super::journal::{Fate, Key, Lookup, Sent, SentWith};
+use super::store::{Claim, Store, StoreError};
 use crate::state::StateError;
 
 /// How long a round waits for the settles still running when it ends.
@@ -63,6 +63,10 @@ pub enum Found {
     TakenOver,
     /// Nobody has: it is claimed for the caller.
     New(Claimed),
+    /// An earlier run sent exactly this write with this idempotency key, and no response
+    /// came back (the reason says what happened): it is claimed for the caller, to go again
+    /// with that key. Released unsent, it stays unanswered.
+    Unanswered(Claimed, SentWith, String),
 }
 
 impl RunJournal {
@@ -140,10 +144,22 @@ impl RunJournal {
         matches!(*self.home.lock().await, Home::Chain)
     }
 
-    /// Looks a write up; a new one is claimed, and the claim is released (the write may be
-    /// sent later) unless it is settled with a fate.
-    pub async fn claim(self: &Arc<Self>, key: Key) -> Result<Found, StateError> {
+    /// Looks a write up; a new one is claimed (to go out with the idempotency key
+    /// `sent_with`, if the provider takes them), and so is one an earlier run sent with a key
+    /// and left unanswered (to go again with that key); the claim is released (the write may
+    /// be sent later, or stays unanswered) unless it is settled with a fate.
+    pub async fn claim(
+        self: &Arc<Self>,
+        key: Key,
+        sent_with: Option<SentWith>,
+    ) -> Result<Found, StateError> {
         let until_ms = self.store.state().now_ms() + self.lease.as_millis() as u64;
+        let claim = Claim {
+            key: &key,
+            sent_with,
+            until_ms,
+            since: self.began,
+        };
         let home = self.home.lock().await;
         let found = match &*home {
             Home::Run(run, owner) => {
@@ -166,14 +182,10 @@ impl RunJournal {
                     self.made.store(true, Ordering::SeqCst);
                 }
                 self.store
-                    .claim_in_run(run, owner, &self.code, &key, until_ms, self.began)
+                    .claim_in_run(run, owner, &self.code, claim)
                     .await?
             }
-            Home::Chain => {
-                self.store
-                    .claim(&self.code, &key, until_ms, self.began)
-                    .await?
-            }
+            Home::Chain => self.store.claim(&self.code, claim).await?,
         };
         Ok(match found {
             Lookup::Sent(fate) => Found::Sent(fate),
@@ -185,6 +197,14 @@ impl RunJournal {
                 journal: self.clone(),
                 key: Some(key),
             }),
+            Lookup::Unanswered(why, sent_with) => Found::Unanswered(
+                Claimed {
+                    journal: self.clone(),
+                    key: Some(key),
+                },
+                sent_with,
+                why,
+            ),
         })
     }
 
@@ -325,13 +345,16 @@ mod tests {
         let run = RunJournal::own(store.clone(), "code", Vec::new(), LEASE, "owner")
             .await
             .unwrap();
-        let Found::New(claimed) = run.claim(key("w")).await.unwrap() else {
+        let Found::New(claimed) = run.claim(key("w"), None).await.unwrap() else {
             panic!("not new");
         };
         run.publish(&caller).await.unwrap();
         drop(claimed);
         run.settled().await;
         let next = RunJournal::chained(store, "code", LEASE);
-        assert!(matches!(next.claim(key("w")).await.unwrap(), Found::New(_)));
+        assert!(matches!(
+            next.claim(key("w"), None).await.unwrap(),
+            Found::New(_)
+        ));
     }
 }

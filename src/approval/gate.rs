@@ -13,7 +13,7 @@ use super::audit::{self, Subject};
 use super::caller::{Caller, code_digest};
 use super::chain::{Claimed, Found, RunJournal};
 use super::follow::Follow;
-use super::journal::{self, Fate, Key, Sent};
+use super::journal::{self, Fate, Key, Sent, SentWith};
 use super::shown::Shown;
 use super::states::Carried;
 use super::{Approvals, Classified, Planned, Rule, Rules, dry_run};
@@ -272,16 +272,22 @@ impl Gate {
     /// A write of a chain, looked up in its journal: answered (an earlier run sent it),
     /// refused (its fate is unknown, another run sends it now, the chain is full), or
     /// claimed for this run.
+    ///
+    /// A write an earlier run sent with an idempotency key and left unanswered is claimed to
+    /// go again with that key (`Claim::Again`), when the provider file still sends keys in
+    /// that header for it (sent without one, it could be applied twice).
     async fn consult_journal(
         &self,
         key: &Key,
+        sent_with: Option<SentWith>,
         note: &(dyn Fn(Verdict, &str) -> Note + Sync),
         what: &(dyn Fn() -> String + Sync),
-    ) -> Result<Option<Claimed>, Box<Decision>> {
+    ) -> Result<Option<Claim>, Box<Decision>> {
         let Some(journal) = &self.journal else {
             return Ok(None);
         };
-        let found = match journal.claim(key.clone()).await {
+        let header = sent_with.as_ref().map(|s| s.header.clone());
+        let found = match journal.claim(key.clone(), sent_with).await {
             Ok(found) => found,
             Err(error) => {
                 return Err(Box::new(Decision::Refuse(
@@ -295,8 +301,32 @@ impl Gate {
                 )));
             }
         };
+        let unanswered = |why: &str| {
+            format!(
+                "{} was sent by an earlier run of this code, and no response came back ({why}); \
+                 the provider may have acted on it, so it is not sent again. Check the \
+                 provider's state (get or list what it would have changed) before deciding \
+                 what to do",
+                what()
+            )
+        };
         let decision = match found {
-            Found::New(claimed) => return Ok(Some(claimed)),
+            Found::New(claimed) => return Ok(Some(Claim::New(claimed))),
+            Found::Unanswered(claimed, carried, _)
+                if header.is_some_and(|h| h.eq_ignore_ascii_case(&carried.header)) =>
+            {
+                return Ok(Some(Claim::Again(claimed, carried)));
+            }
+            // Released: it stays unanswered.
+            Found::Unanswered(_, carried, why) => Decision::Refuse(
+                note(Verdict::Replayed, "an earlier run of this code sent it"),
+                format!(
+                    "{} (it carried an idempotency key in `{}`, which the provider file no \
+                     longer sends for this write)",
+                    unanswered(&why),
+                    carried.header
+                ),
+            ),
             Found::Sent(Fate::Answered(response)) => Decision::Answer(
                 note(Verdict::Replayed, "an earlier run of this code sent it"),
                 response,
@@ -321,13 +351,7 @@ impl Gate {
             Found::Sent(Fate::Unknown(why)) | Found::SentOtherwise(Fate::Unknown(why)) => {
                 Decision::Refuse(
                     note(Verdict::Replayed, "an earlier run of this code sent it"),
-                    format!(
-                        "{} was sent by an earlier run of this code, and no response came back \
-                         ({why}); the provider may have acted on it, so it is not sent again. \
-                         Check the provider's state (get or list what it would have changed) \
-                         before deciding what to do",
-                        what()
-                    ),
+                    unanswered(&why),
                 )
             }
             Found::InFlight => Decision::Refuse(
@@ -425,13 +449,17 @@ impl Gate {
         );
         let mut claimed = None;
         let refused = self.writes_refused.get().filter(|_| write);
-        // A key of the script's own names one write: used again for another, the provider
-        // could answer the second with the first's response, and apply only one of them.
+        // The key a write to a provider that takes them goes out with: the script's own, or a
+        // random one; kept with its claim, so that a run after one that left it unanswered
+        // sends it again with the same key.
         let keyed = self
             .approvals
             .rules
             .idempotency_header(index)
             .filter(|_| write);
+        let mut sent_with = keyed.map(|header| idempotency_key(header, request.headers));
+        // A key of the script's own names one write: used again for another, the provider
+        // could answer the second with the first's response, and apply only one of them.
         let reused = keyed
             .and_then(|header| own_key(header, request.headers))
             .filter(|own| {
@@ -456,6 +484,7 @@ impl Gate {
             true => {
                 self.consult_journal(
                     &key,
+                    sent_with.clone(),
                     &|decision, why| Note {
                         because: why.to_owned(),
                         ..note(decision, None, None)
@@ -487,8 +516,20 @@ impl Gate {
                 Decision::Refuse(note, format!("{} was not sent: {why}", shown().what()))
             }
             (None, Err(decision)) => *decision,
+            // The same bytes the earlier run sent (and a human approved, if asked), with the
+            // same key: the provider applies it once, however often it arrives.
+            (None, Ok(Some(Claim::Again(claim, carried)))) => {
+                claimed = Some(claim);
+                sent_with = Some(carried);
+                Decision::Send(Note {
+                    because: "an earlier run of this code sent it and no response came back: \
+                              sent again with the idempotency key it carried"
+                        .to_owned(),
+                    ..note(Verdict::Resent, None, None)
+                })
+            }
             (None, Ok(claim)) => {
-                claimed = claim;
+                claimed = claim.map(|(Claim::New(claimed) | Claim::Again(claimed, _))| claimed);
                 match rule {
                     Rule::Deny => {
                         let message = format!(
@@ -558,14 +599,9 @@ impl Gate {
                 Box::new(Follow::new(audit, claimed, self.following.clone()))
                     as Box<dyn crate::egress::Dispatch>
             });
-        let header = index.map_or_else(
-            || self.approvals.rules.idempotency_header(None),
-            |i| self.approvals.rules.idempotency_header(Some(i)),
-        );
-        let idempotency = match (sends && write, header) {
-            (true, Some(header)) => Some(idempotency_key(header, request.headers)),
-            _ => None,
-        };
+        let idempotency = sent_with
+            .filter(|_| sends)
+            .map(|SentWith { header, value }| (header, value));
         Decided {
             operation,
             decision,
@@ -635,18 +671,31 @@ impl Checkpoint for Gate {
     }
 }
 
+/// A write the journal lets this run send.
+enum Claim {
+    /// A new one, claimed.
+    New(Claimed),
+    /// One an earlier run sent with this idempotency key and left unanswered, claimed to go
+    /// again with it.
+    Again(Claimed, SentWith),
+}
+
 /// The idempotency key of a write: the script's own, when it sent one in `header` (not
 /// empty); else a random one. Egress sends every attempt of the write with it, so the
 /// provider applies it once however often a lost answer makes egress try again; another run
-/// of the code is another write, with another key.
-fn idempotency_key(header: &str, headers: &[String]) -> (String, String) {
+/// of the code is another write, with another key, unless the earlier one was left
+/// unanswered (see [`Claim::Again`]).
+fn idempotency_key(header: &str, headers: &[String]) -> SentWith {
     let value = own_key(header, headers).unwrap_or_else(|| {
         format!(
             "sdkbox-{}",
             random_hex(16).unwrap_or_else(|| "unrandom".to_owned())
         )
     });
-    (header.to_owned(), value)
+    SentWith {
+        header: header.to_owned(),
+        value,
+    }
 }
 
 /// The idempotency key the script sent itself in `header`, if it sent one (not empty).

@@ -36,6 +36,17 @@ pub enum Fate {
     Unknown(String),
 }
 
+/// The idempotency key a write went out with, where the provider takes them: a write sent
+/// with one whose outcome is unknown may be sent again with the same key (the provider
+/// applies a key once), and only with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SentWith {
+    /// The header the key went in (`Idempotency-Key`).
+    pub header: String,
+    /// The key.
+    pub value: String,
+}
+
 /// Which write of a run: exactly, and by its slot.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Key {
@@ -63,6 +74,9 @@ pub struct Sent {
     pub key: Key,
     /// What became of it.
     pub fate: Fate,
+    /// The idempotency key it went out with, if the provider takes them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_with: Option<SentWith>,
 }
 
 /// What the journal knows of a write a run is about to send.
@@ -70,6 +84,9 @@ pub struct Sent {
 pub enum Lookup {
     /// An earlier run sent exactly this write: this is what became of it.
     Sent(Fate),
+    /// An earlier run sent exactly this write with an idempotency key, and no response came
+    /// back (the reason says what happened): it may be claimed, and sent again with that key.
+    Unanswered(String, SentWith),
     /// An earlier run sent a write in this slot with other bytes: what became of it.
     SentOtherwise(Fate),
     /// Another run of the chain is sending it now.
@@ -93,6 +110,9 @@ pub struct Hold {
     /// When the run that sends it has certainly ended (its deadline and every wait), in
     /// milliseconds since the Unix epoch.
     pub until_ms: u64,
+    /// The idempotency key it goes out with, if the provider takes them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_with: Option<SentWith>,
 }
 
 /// The writes of one chain, in the order they were recorded.
@@ -142,14 +162,19 @@ impl Journal {
                          response arrived"
                             .to_owned(),
                     ),
+                    sent_with: hold.sent_with,
                 });
             }
         }
     }
 
-    /// What the journal knows of `key`.
+    /// What the journal knows of `key`. A write sent with an idempotency key and unanswered
+    /// is [`Lookup::Unanswered`] unless a run is sending it again now.
     pub fn lookup(&self, key: &Key) -> Lookup {
-        if let Some(sent) = self.find(key) {
+        let exact = self.find(key);
+        if let Some(sent) = exact
+            && (matches!(sent.fate, Fate::Answered(_)) || sent.sent_with.is_none())
+        {
             return Lookup::Sent(sent.fate.clone());
         }
         let in_flight = self.in_flight.iter().any(|h| {
@@ -159,6 +184,14 @@ impl Journal {
         });
         if in_flight {
             return Lookup::InFlight;
+        }
+        if let Some(Sent {
+            fate: Fate::Unknown(why),
+            sent_with: Some(sent_with),
+            ..
+        }) = exact
+        {
+            return Lookup::Unanswered(why.clone(), sent_with.clone());
         }
         if let Some(sent) = self.entries.iter().find(|e| e.key.same_place(key)) {
             return Lookup::SentOtherwise(sent.fate.clone());
@@ -178,14 +211,56 @@ impl Journal {
             .collect()
     }
 
+    /// Its writes that went out with idempotency keys and were answered.
+    pub fn answered_with_keys(&self) -> Vec<Sent> {
+        self.entries
+            .iter()
+            .filter(|e| matches!(e.fate, Fate::Answered(_)) && e.sent_with.is_some())
+            .cloned()
+            .collect()
+    }
+
     /// Its writes, and its claims in flight.
     pub fn parts(&self) -> (Vec<Sent>, Vec<Hold>) {
         (self.entries.clone(), self.in_flight.clone())
     }
 
-    /// Claims a write [`Journal::lookup`] found new.
+    /// Claims a write [`Journal::lookup`] found new or unanswered.
     pub fn hold(&mut self, hold: Hold) {
         self.in_flight.push(hold);
+    }
+
+    /// Gives the claim of `key` the idempotency key it goes out with (a write an earlier run
+    /// left unanswered is sent again with the key it carried then).
+    pub fn rekey(&mut self, key: &Key, sent_with: SentWith) {
+        if let Some(hold) = self.in_flight.iter_mut().find(|h| h.key == *key) {
+            hold.sent_with = Some(sent_with);
+        }
+    }
+
+    /// Learns what became of a write: a write it does not know is added; one it knows as
+    /// unanswered and `sent` says was answered when sent again with the same idempotency key
+    /// is answered now.
+    /// Whether it was new.
+    fn learn(&mut self, sent: Sent) -> bool {
+        match self.entries.iter_mut().find(|e| {
+            e.key.fingerprint == sent.key.fingerprint && e.key.occurrence == sent.key.occurrence
+        }) {
+            Some(known) => {
+                if matches!(known.fate, Fate::Unknown(_))
+                    && matches!(sent.fate, Fate::Answered(_))
+                    && known.sent_with.is_some()
+                    && known.sent_with == sent.sent_with
+                {
+                    known.fate = sent.fate;
+                }
+                false
+            }
+            None => {
+                self.entries.push(sent);
+                true
+            }
+        }
     }
 
     /// Adds the entries of `others` it does not have, all of them or none: false when they
@@ -202,24 +277,55 @@ impl Journal {
         true
     }
 
-    /// Adds the entries of `others` it does not have (a chain's journal met another copy).
+    /// Adds the entries of `others` it does not have (a chain's journal met another copy),
+    /// and the answers of writes it knows as unanswered.
     pub fn merge(&mut self, others: Vec<Sent>) {
         for sent in others {
-            if self.find(&sent.key).is_none() && self.entries.len() < MAX_JOURNAL_ENTRIES {
-                self.entries.push(sent);
+            if self.find(&sent.key).is_some() || self.entries.len() < MAX_JOURNAL_ENTRIES {
+                self.learn(sent);
             }
         }
+    }
+
+    /// Answers the writes it knows as unanswered that `answered` says were answered (sent
+    /// again with their keys); whether any was.
+    pub fn resolve(&mut self, answered: Vec<Sent>) -> bool {
+        let mut changed = false;
+        for sent in answered {
+            // The same write, sent again with the same key: not another that happened to
+            // be sent meanwhile.
+            let unanswered = self.find(&sent.key).is_some_and(|known| {
+                matches!(known.fate, Fate::Unknown(_)) && known.sent_with == sent.sent_with
+            });
+            if unanswered && matches!(sent.fate, Fate::Answered(_)) {
+                self.learn(sent);
+                changed = true;
+            }
+        }
+        changed
     }
 
     /// Ends a claim: with the write's fate when it went out (or may have), with `None` when
     /// it certainly did not. A response that would make the journal larger than
     /// [`MAX_JOURNAL_BYTES`] is kept as a note, so the write is still never sent twice.
+    /// A write sent again with its key, and answered, is answered now; unsettled or
+    /// unanswered again, it stays as it was.
     pub fn settle(&mut self, key: &Key, fate: Option<Fate>) {
+        let sent_with = self
+            .in_flight
+            .iter()
+            .find(|h| h.key == *key)
+            .and_then(|h| h.sent_with.clone());
         self.in_flight.retain(|h| h.key != *key);
         let Some(mut fate) = fate else {
             return;
         };
-        if self.find(key).is_some() {
+        let unanswered = self
+            .find(key)
+            .map(|known| matches!(known.fate, Fate::Unknown(_)));
+        if unanswered == Some(false)
+            || (unanswered == Some(true) && matches!(fate, Fate::Unknown(_)))
+        {
             return;
         }
         if let Fate::Answered(response) = &mut fate
@@ -232,9 +338,10 @@ impl Journal {
             })
             .to_string();
         }
-        self.entries.push(Sent {
+        self.learn(Sent {
             key: key.clone(),
             fate,
+            sent_with,
         });
     }
 
@@ -242,11 +349,17 @@ impl Journal {
     /// flight as unknown (the run that sent them has ended).
     pub fn snapshot(&self) -> Vec<Sent> {
         let mut entries = self.entries.clone();
-        entries.extend(self.in_flight.iter().map(|hold| Sent {
+        // A write sent again now is known already, as unanswered.
+        let sending = self
+            .in_flight
+            .iter()
+            .filter(|hold| self.find(&hold.key).is_none());
+        entries.extend(sending.map(|hold| Sent {
             key: hold.key.clone(),
             fate: Fate::Unknown(
                 "the execution that sent it ended before its response arrived".to_owned(),
             ),
+            sent_with: hold.sent_with.clone(),
         }));
         entries
     }
@@ -295,6 +408,7 @@ mod tests {
             key,
             replica: "r".into(),
             until_ms: u64::MAX,
+            sent_with: None,
         });
     }
 
@@ -356,6 +470,7 @@ mod tests {
             key: key("b", 0, "t", 0),
             replica: "alive".into(),
             until_ms: u64::MAX,
+            sent_with: None,
         });
         journal.expire_holds(&|hold| hold.replica == "r");
         assert!(matches!(
@@ -367,6 +482,88 @@ mod tests {
             Lookup::InFlight
         ));
         assert_eq!(journal.holders(), ["alive"]);
+    }
+
+    fn with(value: &str) -> Option<SentWith> {
+        Some(SentWith {
+            header: "Idempotency-Key".into(),
+            value: value.into(),
+        })
+    }
+
+    /// A write sent with a key and unanswered may go again with that key, by one run at a
+    /// time; released unsent or unanswered again it stays so, and answered it is answered.
+    #[test]
+    fn a_keyed_write_left_unanswered_is_claimed_again_with_its_key_until_answered() {
+        let mut journal = Journal::default();
+        let w = key("a", 0, "POST c", 0);
+        journal.hold(Hold {
+            key: w.clone(),
+            replica: "r".into(),
+            until_ms: 0,
+            sent_with: with("k1"),
+        });
+        journal.expire_holds(&|_| true);
+        let again = |journal: &mut Journal| {
+            let Lookup::Unanswered(_, sent_with) = journal.lookup(&w) else {
+                panic!("not unanswered: {:?}", journal.lookup(&w));
+            };
+            assert_eq!(Some(sent_with.clone()), with("k1"));
+            journal.hold(Hold {
+                key: w.clone(),
+                replica: "r".into(),
+                until_ms: u64::MAX,
+                sent_with: Some(sent_with),
+            });
+            // Claimed: another run does not send it meanwhile.
+            assert!(matches!(journal.lookup(&w), Lookup::InFlight));
+            // The next round learns it once, as unanswered.
+            assert_eq!(journal.snapshot().len(), 1);
+        };
+        again(&mut journal);
+        journal.settle(&w, None);
+        again(&mut journal);
+        journal.settle(&w, Some(Fate::Unknown("lost again".into())));
+        again(&mut journal);
+        journal.settle(&w, answered("paid"));
+        let Lookup::Sent(Fate::Answered(response)) = journal.lookup(&w) else {
+            panic!("not answered");
+        };
+        assert_eq!(response.body, "paid");
+        // Without a key, an unanswered write is never claimed again.
+        let bare = key("b", 0, "POST d", 0);
+        hold(&mut journal, bare.clone());
+        journal.settle(&bare, Some(Fate::Unknown("lost".into())));
+        assert!(matches!(
+            journal.lookup(&bare),
+            Lookup::Sent(Fate::Unknown(_))
+        ));
+    }
+
+    /// What a run learned of a re-sent write answers it where it was remembered, only when
+    /// it went out with the same key (another write sent meanwhile is not that one).
+    #[test]
+    fn an_answer_resolves_an_unanswered_write_only_for_the_same_key() {
+        let unknown = |value| Sent {
+            key: key("a", 0, "s", 0),
+            fate: Fate::Unknown("lost".into()),
+            sent_with: with(value),
+        };
+        let answer = |value| Sent {
+            fate: answered("paid").unwrap(),
+            ..unknown(value)
+        };
+        let mut remembered = Journal::new(vec![unknown("k1")]);
+        assert!(!remembered.resolve(vec![answer("k2")]));
+        assert!(matches!(
+            remembered.lookup(&key("a", 0, "s", 0)),
+            Lookup::Unanswered(..)
+        ));
+        assert!(remembered.resolve(vec![answer("k1")]));
+        assert!(matches!(
+            remembered.lookup(&key("a", 0, "s", 0)),
+            Lookup::Sent(Fate::Answered(_))
+        ));
     }
 
     #[test]

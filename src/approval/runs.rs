@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::caller::Caller;
 use super::journal::{Fate, Journal, Key, Lookup, Sent};
-use super::store::{CHAIN_LIFETIME, Journaled, Store, StoreError};
+use super::store::{CHAIN_LIFETIME, Claim, Journaled, Store, StoreError};
 use crate::state::{Change, StateError};
 
 /// Runs of one code (by one caller) that may be unfinished at once; past it, a write of one
@@ -83,7 +83,7 @@ fn uncertain_key(code: &str) -> String {
 /// `found`, if it says the write may have been sent already.
 fn maybe_sent(found: Lookup) -> Option<Lookup> {
     match found {
-        Lookup::Sent(_) | Lookup::SentOtherwise(_) => Some(found),
+        Lookup::Sent(_) | Lookup::SentOtherwise(_) | Lookup::Unanswered(..) => Some(found),
         _ => None,
     }
 }
@@ -128,29 +128,27 @@ impl Store {
             .await
     }
 
-    /// Claims `key` in run `run`'s own journal (owned by `owner`; of the code with digest
-    /// `code`, begun at `since`): gone, or owned by another, means another run took it over.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "one claim's parts; a struct would only rename them"
-    )]
-    pub async fn claim_in_run(
+    /// Makes `claim` in run `run`'s own journal (owned by `owner`; of the code with digest
+    /// `code`): gone, or owned by another, means another run took it over.
+    pub(super) async fn claim_in_run(
         &self,
         run: &str,
         owner: &str,
         code: &str,
-        key: &Key,
-        until_ms: u64,
-        since: tokio::time::Instant,
+        claim: Claim<'_>,
     ) -> Result<Lookup, StateError> {
         // A write the code's chain recorded as maybe sent is not this run's to send either
         // (a chain's own claims find it in the chain's journal). Read before the remembered
         // writes are (in `claim_in`): a chain dropped meanwhile left its writes there first.
-        let in_chain = Journal::new(self.chain_unknown(code).await?).lookup(key);
+        // Sent again only by a run of the chain, which claims it there.
+        let in_chain = match Journal::new(self.chain_unknown(code).await?).lookup(claim.key) {
+            Lookup::Unanswered(why, _) => Lookup::Sent(Fate::Unknown(why)),
+            found => found,
+        };
         if let Some(found) = maybe_sent(in_chain) {
             return Ok(found);
         }
-        self.claim_in::<Run>(&run_key(run), Some(owner), code, key, until_ms, since)
+        self.claim_in::<Run>(&run_key(run), Some(owner), code, claim)
             .await
     }
 
@@ -223,6 +221,12 @@ impl Store {
             return Ok(());
         };
         held.journal.expire_holds(&|_| true);
+        // Writes an earlier run left unanswered that this one sent again with their keys:
+        // what became of them is known now.
+        let answered = held.journal.answered_with_keys();
+        if !answered.is_empty() {
+            self.resolve_uncertain(code, answered).await?;
+        }
         let unknown = held.journal.unknown();
         if !unknown.is_empty() && !self.remember_uncertain(code, unknown).await? {
             tracing::warn!(
@@ -412,6 +416,23 @@ impl Store {
         ))
     }
 
+    /// Records the answers of writes of the code with digest `code` remembered as maybe sent
+    /// that were sent again with their idempotency keys: later runs are answered with them.
+    async fn resolve_uncertain(&self, code: &str, answered: Vec<Sent>) -> Result<(), StateError> {
+        self.state
+            .update::<Vec<Sent>, ()>(&uncertain_key(code), CHAIN_LIFETIME, |kept| {
+                let Some(kept) = kept else {
+                    return Change::Keep(());
+                };
+                let mut journal = Journal::new(kept);
+                match journal.resolve(answered.clone()) {
+                    true => Change::Write(journal.parts().0, ()),
+                    false => Change::Keep(()),
+                }
+            })
+            .await
+    }
+
     /// Remembers writes of the code with digest `code` that may have been sent, for an hour;
     /// false (nothing remembered) past the bounds.
     pub(super) async fn remember_uncertain(
@@ -490,10 +511,10 @@ mod tests {
             .await
             .unwrap();
         let answered = Fate::Answered(ScriptResponse::ok_for_tests("{}"));
-        claimed(run.claim(key("sent")).await.unwrap())
+        claimed(run.claim(key("sent"), None).await.unwrap())
             .settle(Some(answered))
             .await;
-        std::mem::forget(claimed(run.claim(key("in flight")).await.unwrap()));
+        std::mem::forget(claimed(run.claim(key("in flight"), None).await.unwrap()));
         // Still going here: nothing to take over, and the next run waits for it.
         assert!(matches!(
             take_over(&store, "code", "next").await,
@@ -510,14 +531,14 @@ mod tests {
         ));
         let next = RunJournal::continuing(after.clone(), "code", &taken, LEASE, "next");
         assert!(matches!(
-            next.claim(key("in flight")).await.unwrap(),
+            next.claim(key("in flight"), None).await.unwrap(),
             Found::Sent(Fate::Unknown(_))
         ));
         assert!(matches!(
-            next.claim(key("sent")).await.unwrap(),
+            next.claim(key("sent"), None).await.unwrap(),
             Found::Sent(Fate::Answered(_))
         ));
-        drop(claimed(next.claim(key("new")).await.unwrap()));
+        drop(claimed(next.claim(key("new"), None).await.unwrap()));
         // It ends: the write of unknown fate is not sent by a later run of the code (which
         // is told so); a write that was answered is a later run's to send again.
         next.finish().await.unwrap();
@@ -529,10 +550,10 @@ mod tests {
             .await
             .unwrap();
         assert!(matches!(
-            later.claim(key("in flight")).await.unwrap(),
+            later.claim(key("in flight"), None).await.unwrap(),
             Found::Sent(Fate::Unknown(_))
         ));
-        drop(claimed(later.claim(key("sent")).await.unwrap()));
+        drop(claimed(later.claim(key("sent"), None).await.unwrap()));
         // That later run refused it and ended: nothing more is remembered of it than before.
         later.finish().await.unwrap();
         let kept: Vec<Sent> = after
@@ -551,7 +572,7 @@ mod tests {
         let run = RunJournal::own(store.clone(), "code", Vec::new(), LEASE, "first")
             .await
             .unwrap();
-        std::mem::forget(claimed(run.claim(key("in flight")).await.unwrap()));
+        std::mem::forget(claimed(run.claim(key("in flight"), None).await.unwrap()));
         let after = seen_elsewhere(&state, "code").await;
         let (a, b) = tokio::join!(
             take_over(&after, "code", "next"),
@@ -576,7 +597,7 @@ mod tests {
             .await
             .unwrap();
         assert!(matches!(
-            fresh.claim(key("in flight")).await.unwrap(),
+            fresh.claim(key("in flight"), None).await.unwrap(),
             Found::Sent(Fate::Unknown(_))
         ));
     }
@@ -587,7 +608,7 @@ mod tests {
         let first = RunJournal::own(store.clone(), "code", Vec::new(), LEASE, "first")
             .await
             .unwrap();
-        drop(claimed(first.claim(key("w1")).await.unwrap()));
+        drop(claimed(first.claim(key("w1"), None).await.unwrap()));
         first.abandon_later();
         tokio::time::sleep(SHORT).await;
         let Takeover::Took(run) = take_over(&store, "code", "second").await else {
@@ -595,12 +616,12 @@ mod tests {
         };
         // The first run comes back: it can neither claim, nor end, nor leave the record.
         assert!(matches!(
-            first.claim(key("w2")).await.unwrap(),
+            first.claim(key("w2"), None).await.unwrap(),
             Found::TakenOver
         ));
         first.finish().await.unwrap();
         let second = RunJournal::continuing(store.clone(), "code", &run, LEASE, "second");
-        claimed(second.claim(key("w2")).await.unwrap())
+        claimed(second.claim(key("w2"), None).await.unwrap())
             .settle(Some(Fate::Unknown("lost".into())))
             .await;
         assert!(matches!(
@@ -613,7 +634,7 @@ mod tests {
             .await
             .unwrap();
         assert!(matches!(
-            later.claim(key("w2")).await.unwrap(),
+            later.claim(key("w2"), None).await.unwrap(),
             Found::Sent(Fate::Unknown(_))
         ));
     }
@@ -626,6 +647,7 @@ mod tests {
         let unknown = |name: &str| Sent {
             key: key(name),
             fate: Fate::Unknown("lost".into()),
+            sent_with: None,
         };
         // The code's chain recorded a write as maybe sent: a run with a journal of its own
         // does not send it either.
@@ -637,7 +659,7 @@ mod tests {
             .await
             .unwrap();
         assert!(matches!(
-            run.claim(key("in chain")).await.unwrap(),
+            run.claim(key("in chain"), None).await.unwrap(),
             Found::Sent(Fate::Unknown(_))
         ));
         // A write remembered (a chain dropped to make room left it) is not claimed in the
@@ -650,7 +672,7 @@ mod tests {
         );
         let chained = RunJournal::chained(store.clone(), "dropped", LEASE);
         assert!(matches!(
-            chained.claim(key("remembered")).await.unwrap(),
+            chained.claim(key("remembered"), None).await.unwrap(),
             Found::Sent(Fate::Unknown(_))
         ));
         assert!(store.snapshot("dropped").await.unwrap().is_empty());
@@ -662,7 +684,7 @@ mod tests {
         let cut = RunJournal::own(store.clone(), "cut", Vec::new(), LEASE, "cut")
             .await
             .unwrap();
-        claimed(cut.claim(key("w")).await.unwrap())
+        claimed(cut.claim(key("w"), None).await.unwrap())
             .settle(Some(Fate::Answered(ScriptResponse::ok_for_tests("{}"))))
             .await;
         cut.abandon_later();
@@ -675,10 +697,10 @@ mod tests {
         let ended = RunJournal::own(store.clone(), "ended", Vec::new(), LEASE, "ended")
             .await
             .unwrap();
-        claimed(ended.claim(key("w")).await.unwrap())
+        claimed(ended.claim(key("w"), None).await.unwrap())
             .settle(Some(Fate::Answered(ScriptResponse::ok_for_tests("{}"))))
             .await;
-        claimed(ended.claim(key("not sent")).await.unwrap())
+        claimed(ended.claim(key("not sent"), None).await.unwrap())
             .settle(None)
             .await;
         ended.finish().await.unwrap();

@@ -296,6 +296,7 @@ mod tests {
             journal: vec![Sent {
                 key: write("sent"),
                 fate: super::super::journal::Fate::Unknown("x".into()),
+                sent_with: None,
             }],
             ..Carried::default()
         };
@@ -337,6 +338,7 @@ mod tests {
             journal: vec![Sent {
                 key: write("sent"),
                 fate: super::super::journal::Fate::Answered(response),
+                sent_with: None,
             }],
             ..Carried::default()
         };

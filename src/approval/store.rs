@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::caller::Caller;
-use super::journal::{Fate, Hold, Journal, Key, Lookup, Sent};
+use super::journal::{Fate, Hold, Journal, Key, Lookup, Sent, SentWith};
 use crate::state::{Change, StateError, StateStore};
 
 /// How long a decision given on the page waits for its re-run.
@@ -121,6 +121,16 @@ struct Chain {
 
 /// The chains of one deployment, and whose turn it is to run each caller's code; clones
 /// share them.
+/// A claim of one write: which, the idempotency key it goes out with (if the provider takes
+/// them), until when its run has certainly ended (ms since the Unix epoch), and when the run
+/// began (a replica that lost touch with the store since claims nothing).
+pub(super) struct Claim<'a> {
+    pub key: &'a Key,
+    pub sent_with: Option<SentWith>,
+    pub until_ms: u64,
+    pub since: tokio::time::Instant,
+}
+
 #[derive(Clone)]
 pub struct Store {
     pub(super) state: StateStore,
@@ -314,18 +324,11 @@ impl Store {
             .await
     }
 
-    /// Claims `key` in the chain of `code` for this replica until `until_ms` (when its run
-    /// has certainly ended), unless the journal knows it: [`Lookup::New`] means it is
-    /// claimed. Claims of runs that ended without settling them (their replica stopped, or
+    /// Makes `claim` in the chain of `code` for this replica, unless the journal knows the
+    /// write: [`Lookup::New`] and [`Lookup::Unanswered`] mean it is claimed. Claims of runs that ended without settling them (their replica stopped, or
     /// their time is up) count as writes that may have been sent.
-    pub async fn claim(
-        &self,
-        code: &str,
-        key: &Key,
-        until_ms: u64,
-        since: tokio::time::Instant,
-    ) -> Result<Lookup, StateError> {
-        self.claim_in::<Chain>(&chain_key(code), None, code, key, until_ms, since)
+    pub(super) async fn claim(&self, code: &str, claim: Claim<'_>) -> Result<Lookup, StateError> {
+        self.claim_in::<Chain>(&chain_key(code), None, code, claim)
             .await
     }
 
@@ -338,10 +341,14 @@ impl Store {
         record: &str,
         owner: Option<&str>,
         code: &str,
-        key: &Key,
-        until_ms: u64,
-        since: tokio::time::Instant,
+        claim: Claim<'_>,
     ) -> Result<Lookup, StateError> {
+        let Claim {
+            key,
+            sent_with,
+            until_ms,
+            since,
+        } = claim;
         let out_of_touch = || {
             StateError::Unavailable(
                 "this server lost touch with it during this run, and another server may have \
@@ -379,11 +386,18 @@ impl Store {
                 journal
                     .expire_holds(&|hold| hold.until_ms <= now || stopped.contains(&hold.replica));
                 let found = journal.lookup(key);
-                if matches!(found, Lookup::New) {
+                // A write sent unanswered goes again with the key it carried, and only so.
+                let sent_with = match &found {
+                    Lookup::New => Some(sent_with.clone()),
+                    Lookup::Unanswered(_, carried) => Some(Some(carried.clone())),
+                    _ => None,
+                };
+                if let Some(sent_with) = sent_with {
                     journal.hold(Hold {
                         key: key.clone(),
                         replica: replica.clone(),
                         until_ms,
+                        sent_with,
                     });
                 }
                 Change::Write(held, Some(found))
@@ -395,21 +409,65 @@ impl Store {
         if matches!(found, Lookup::New)
             && let Some(earlier) = self.uncertain_lookup(code, key).await?
         {
-            self.settle_in::<T>(record, owner, key, None).await?;
+            match &earlier {
+                // Claimed here, to go again with the key it carried.
+                Lookup::Unanswered(_, carried) => {
+                    self.rekey_in::<T>(record, owner, key, carried.clone())
+                        .await?;
+                }
+                _ => self.settle_in::<T>(record, owner, key, None).await?,
+            }
             return Ok(earlier);
         }
         Ok(found)
     }
 
+    /// Gives the claim of `key` in the journal `record` the idempotency key it goes out with
+    /// (see `Journal::rekey`).
+    async fn rekey_in<T: Journaled>(
+        &self,
+        record: &str,
+        owner: Option<&str>,
+        key: &Key,
+        sent_with: SentWith,
+    ) -> Result<(), StateError> {
+        self.change_owned::<T>(record, owner, |journal| {
+            journal.rekey(key, sent_with.clone())
+        })
+        .await
+    }
+
+    /// Changes the journal `record` (owned by `owner`, if a run's own) with `change`, in one
+    /// atomic step: nothing, if another run owns it now.
+    async fn change_owned<T: Journaled>(
+        &self,
+        record: &str,
+        owner: Option<&str>,
+        change: impl Fn(&mut Journal),
+    ) -> Result<(), StateError> {
+        self.state
+            .update::<T, ()>(record, CHAIN_LIFETIME, |held| {
+                let Some(mut held) = held.or_else(T::when_gone) else {
+                    return Change::Keep(());
+                };
+                if held.owner().is_some_and(|theirs| Some(theirs) != owner) {
+                    return Change::Keep(());
+                }
+                change(held.journal());
+                Change::Write(held, ())
+            })
+            .await
+    }
+
     /// Moves a claim a run made in its own journal into the chain of `code` (the run's
     /// journal became the chain while the write was in flight); a write the chain knows
-    /// already stays as the chain knows it.
+    /// already stays as the chain knows it (one it knows as unanswered is being sent again).
     pub(super) async fn hold(&self, code: &str, hold: Hold) -> Result<(), StateError> {
         self.state
             .update::<Chain, ()>(&chain_key(code), CHAIN_LIFETIME, |chain| {
                 let mut chain = chain.unwrap_or_default();
                 match chain.journal.lookup(&hold.key) {
-                    Lookup::New => {
+                    Lookup::New | Lookup::Unanswered(..) => {
                         chain.journal.hold(hold.clone());
                         Change::Write(chain, ())
                     }
@@ -439,17 +497,7 @@ impl Store {
         key: &Key,
         fate: Option<Fate>,
     ) -> Result<(), StateError> {
-        self.state
-            .update::<T, ()>(record, CHAIN_LIFETIME, |held| {
-                let Some(mut held) = held.or_else(T::when_gone) else {
-                    return Change::Keep(());
-                };
-                if held.owner().is_some_and(|theirs| Some(theirs) != owner) {
-                    return Change::Keep(());
-                }
-                held.journal().settle(key, fate.clone());
-                Change::Write(held, ())
-            })
+        self.change_owned::<T>(record, owner, |journal| journal.settle(key, fate.clone()))
             .await
     }
 
@@ -807,6 +855,15 @@ pub(super) mod tests {
         );
     }
 
+    fn claim(key: &Key, until_ms: u64) -> Claim<'_> {
+        Claim {
+            key,
+            sent_with: None,
+            until_ms,
+            since: tokio::time::Instant::now(),
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_claim_left_by_a_stopped_process_is_a_write_that_may_have_been_sent() {
         let state = StateStore::memory("test");
@@ -814,17 +871,11 @@ pub(super) mod tests {
         let write = key("w");
         let far = u64::MAX;
         assert!(matches!(
-            before
-                .claim("code", &write, far, tokio::time::Instant::now())
-                .await
-                .unwrap(),
+            before.claim("code", claim(&write, far)).await.unwrap(),
             Lookup::New
         ));
         assert!(matches!(
-            before
-                .claim("code", &write, far, tokio::time::Instant::now())
-                .await
-                .unwrap(),
+            before.claim("code", claim(&write, far)).await.unwrap(),
             Lookup::InFlight
         ));
         // The same records seen by a process that is not the claim's holder (as after a
@@ -841,10 +892,7 @@ pub(super) mod tests {
             .await
             .unwrap();
         assert!(matches!(
-            other
-                .claim("code", &write, far, tokio::time::Instant::now())
-                .await
-                .unwrap(),
+            other.claim("code", claim(&write, far)).await.unwrap(),
             Lookup::Sent(Fate::Unknown(_))
         ));
     }

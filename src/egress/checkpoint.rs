@@ -76,6 +76,9 @@ pub enum Verdict {
     DryRun,
     /// Sent by an earlier run of the same code: its response is handed back, not sent again.
     Replayed,
+    /// Sent by an earlier run of the same code with an idempotency key, unanswered: sent
+    /// again with that key, which the provider applies once.
+    Resent,
     /// Nobody decided within the approval timeout.
     TimedOut,
     /// The decision is asked for outside this execution; run the code again once given.
@@ -96,6 +99,7 @@ impl Verdict {
             Self::Denied => "denied",
             Self::DryRun => "dry_run",
             Self::Replayed => "replayed",
+            Self::Resent => "resent",
             Self::TimedOut => "timed_out",
             Self::AwaitingApproval => "awaiting_approval",
             Self::NoChannel => "no_channel",
@@ -105,7 +109,7 @@ impl Verdict {
 
     /// Whether the request goes out.
     pub const fn sends(self) -> bool {
-        matches!(self, Self::Allowed | Self::Approved)
+        matches!(self, Self::Allowed | Self::Approved | Self::Resent)
     }
 }
 

@@ -826,14 +826,98 @@ async fn a_retry_chain_outlives_a_round_that_failed() {
     );
     // The model runs it again, as a new call: nothing is sent again.
     let (again, _) = retry_round(&demo, &approvals, &code, None, "approve").await;
-    let decisions: Vec<String> = again
+    assert_eq!(
+        decisions(&again),
+        ["\"replayed\"", "\"replayed\""],
+        "{again:?}"
+    );
+    assert_eq!(demo.customers_named("retry-fail-1").await, 1);
+    assert_eq!(orders(&demo).await, before + 1);
+}
+
+/// A sandbox for `provider` with a 1 s request timeout, and approvals kept in `state` under
+/// a provider file that allows writes and sends idempotency keys in `header` (or none).
+fn paying(
+    provider: &crate::provider::Provider,
+    header: Option<&str>,
+    state: &sdkbox::state::StateStore,
+) -> (
+    sdkbox::sandbox::InProcessSandbox,
+    sdkbox::approval::Approvals,
+) {
+    let file = sdkbox::approval::PolicyFile {
+        writes: Some(sdkbox::approval::Rule::Allow),
+        idempotency_header: header.map(str::to_owned),
+        ..Default::default()
+    };
+    let rules = sdkbox::approval::Rules::build(
+        None,
+        provider.base.clone(),
+        &file,
+        sdkbox::approval::PolicyOverrides::default(),
+    )
+    .unwrap();
+    let approvals = sdkbox::approval::Approvals::new(
+        std::sync::Arc::new(rules),
+        Duration::from_secs(5),
+        None,
+        vec![7; 32],
+        state.clone(),
+    )
+    .unwrap();
+    let limits = sdkbox::egress::EgressLimits {
+        request_timeout: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let sandbox = crate::support::sandbox(&provider.base, None, limits);
+    (sandbox, approvals)
+}
+
+/// Runs `code` as the server runs it (in an approval round) within `timeout_ms`.
+async fn pay_round(
+    (sandbox, approvals): &(
+        sdkbox::sandbox::InProcessSandbox,
+        sdkbox::approval::Approvals,
+    ),
+    code: String,
+    timeout_ms: u64,
+) -> sdkbox::sandbox::Outcome {
+    let caller = approvals.caller(0, Some("one session"), None);
+    let round = approvals
+        .begin(&caller, &code, false, sdkbox::approval::Channel::Page)
+        .await
+        .unwrap();
+    let limits = sdkbox::sandbox::ExecLimits {
+        timeout: Duration::from_millis(timeout_ms),
+        ..Default::default()
+    };
+    let outcome = sandbox
+        .execute_gated(
+            &code,
+            &limits,
+            tokio_util::sync::CancellationToken::new(),
+            round.gate(),
+        )
+        .await;
+    round.end().await.unwrap();
+    outcome
+}
+
+/// A payment with these headers (a JavaScript object), returning what came back.
+fn pay(headers: &str) -> String {
+    format!(
+        "const r = await fetch('/v1/payments', {{ method: 'POST', body: '{{}}', headers: {headers} }});\n\
+         return {{ status: r.status, body: await r.json(), replayed: r.headers.get('idempotent-replayed') }};"
+    )
+}
+
+/// What egress decided about each request of `outcome`.
+fn decisions(outcome: &sdkbox::sandbox::Outcome) -> Vec<String> {
+    outcome
         .http
         .iter()
         .map(|c| serde_json::to_value(&c.policy).unwrap()["decision"].to_string())
-        .collect();
-    assert_eq!(decisions, ["\"replayed\"", "\"replayed\""], "{again:?}");
-    assert_eq!(demo.customers_named("retry-fail-1").await, 1);
-    assert_eq!(orders(&demo).await, before + 1);
+        .collect()
 }
 
 /// Exactly once with the provider too: a write to a provider that takes idempotency keys
@@ -844,68 +928,9 @@ async fn a_retry_chain_outlives_a_round_that_failed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keyed_write_whose_outcome_is_unknown_is_retried_and_applied_once() {
     let provider = crate::provider::Provider::start().await;
-    let setup = |header: Option<&str>| {
-        let file = sdkbox::approval::PolicyFile {
-            writes: Some(sdkbox::approval::Rule::Allow),
-            idempotency_header: header.map(str::to_owned),
-            ..Default::default()
-        };
-        let rules = sdkbox::approval::Rules::build(
-            None,
-            provider.base.clone(),
-            &file,
-            sdkbox::approval::PolicyOverrides::default(),
-        )
-        .unwrap();
-        let approvals = sdkbox::approval::Approvals::local(
-            std::sync::Arc::new(rules),
-            Duration::from_secs(5),
-            None,
-            None,
-        )
-        .unwrap();
-        let limits = sdkbox::egress::EgressLimits {
-            request_timeout: Duration::from_secs(1),
-            ..Default::default()
-        };
-        let sandbox = crate::support::sandbox(&provider.base, None, limits);
-        (sandbox, approvals)
-    };
-    let run = |(sandbox, approvals): &(
-        sdkbox::sandbox::InProcessSandbox,
-        sdkbox::approval::Approvals,
-    ),
-               code: String,
-               timeout_ms: u64| {
-        let (sandbox, approvals) = (sandbox.clone(), approvals.clone());
-        async move {
-            let caller = approvals.caller(0, Some("one session"), None);
-            let round = approvals
-                .begin(&caller, &code, false, sdkbox::approval::Channel::Page)
-                .await
-                .unwrap();
-            let limits = sdkbox::sandbox::ExecLimits {
-                timeout: Duration::from_millis(timeout_ms),
-                ..Default::default()
-            };
-            let outcome = sandbox
-                .execute_gated(
-                    &code,
-                    &limits,
-                    tokio_util::sync::CancellationToken::new(),
-                    round.gate(),
-                )
-                .await;
-            round.end().await.unwrap();
-            outcome
-        }
-    };
-    let pay = |headers: &str| {
-        format!(
-            "const r = await fetch('/v1/payments', {{ method: 'POST', body: '{{}}', headers: {headers} }});\n\
-             return {{ status: r.status, body: await r.json(), replayed: r.headers.get('idempotent-replayed') }};"
-        )
-    };
+    let state = sdkbox::state::StateStore::memory("retried");
+    let setup = |header| paying(&provider, header, &state);
+    let run = pay_round;
     let payments = || provider.seen.payments.load(Ordering::SeqCst);
     let keyed = setup(Some("Idempotency-Key"));
     let outcome = run(&keyed, pay("{}"), 30_000).await;
@@ -954,4 +979,57 @@ async fn a_keyed_write_whose_outcome_is_unknown_is_retried_and_applied_once() {
     let said = format!("{:?}", rerun.error);
     assert!(said.contains("earlier run"), "{rerun:?}");
     assert_eq!(payments(), 6);
+}
+
+/// A keyed write an earlier run left unanswered (cut off by its deadline while the provider
+/// was making the payment) is sent again by the next run of that code with the key it went
+/// out with, and the provider applies it once; once answered, later runs are answered from
+/// the journal without sending. Under a provider file that no longer sends keys for it, it
+/// is refused (sent without its key, it could be applied twice), and stays unanswered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_write_an_earlier_run_left_unanswered_is_sent_again_with_its_key() {
+    let provider = crate::provider::Provider::start().await;
+    let state = sdkbox::state::StateStore::memory("resent");
+    let keyed = paying(&provider, Some("Idempotency-Key"), &state);
+    let unkeyed = paying(&provider, None, &state);
+    let payments = || provider.seen.payments.load(Ordering::SeqCst);
+    let received = || provider.seen.requests.load(Ordering::SeqCst);
+    let cut = pay("{ 'X-Run': 'cut' }");
+    let first = pay_round(&keyed, cut.clone(), 800).await;
+    assert!(!first.ok, "{first:?}");
+    assert_eq!(payments(), 1);
+    let key = provider
+        .seen
+        .payment_keys
+        .lock()
+        .unwrap()
+        .keys()
+        .next()
+        .cloned()
+        .unwrap();
+    // The header dropped from the provider file: refused, nothing sent, and it stays
+    // unanswered for a run that sends keys again.
+    let before = received();
+    for _ in 0..2 {
+        let unsafe_now = pay_round(&unkeyed, cut.clone(), 30_000).await;
+        let said = format!("{:?}", unsafe_now.error);
+        assert!(said.contains("no longer sends"), "{unsafe_now:?}");
+        assert_eq!(received(), before, "{unsafe_now:?}");
+    }
+    let again = pay_round(&keyed, cut.clone(), 30_000).await;
+    assert!(again.ok, "{again:?}");
+    assert_eq!(again.result["replayed"], "true", "{again:?}");
+    assert_eq!(again.result["body"]["key"], key.as_str(), "{again:?}");
+    assert_eq!(decisions(&again), ["\"resent\""], "{again:?}");
+    assert_eq!(payments(), 1);
+    // Answered now: later runs get that answer from the journal, and nothing is sent.
+    let before = received();
+    for _ in 0..2 {
+        let later = pay_round(&keyed, cut.clone(), 30_000).await;
+        assert!(later.ok, "{later:?}");
+        assert_eq!(later.result["body"]["key"], key.as_str(), "{later:?}");
+        assert_eq!(decisions(&later), ["\"replayed\""], "{later:?}");
+    }
+    assert_eq!(received(), before);
+    assert_eq!(payments(), 1);
 }
