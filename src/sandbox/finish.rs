@@ -29,7 +29,9 @@ fn withheld() -> Outcome {
 /// The outcome of a script stopped before it ran (the type check found certain errors): made
 /// outside the sandbox, so scrubbed and bounded here like every outcome.
 pub fn stopped(error: ExecError, scrubber: &Scrubber, max_output_bytes: usize) -> Outcome {
-    let mut outcome = scrubber.scrub_all(Outcome::failed(error), withheld());
+    let mut outcome = Outcome::failed(error);
+    plain_messages(&mut outcome);
+    let mut outcome = scrubber.scrub_all(outcome, withheld());
     bound::fit(
         &mut outcome,
         max_output_bytes.saturating_sub(bound::ENVELOPE) / 2,
@@ -45,6 +47,7 @@ pub fn with_warnings(
     scrubber: &Scrubber,
     max_output_bytes: usize,
 ) {
+    let warnings = warnings.iter().map(|w| super::plain::text(w)).collect();
     outcome.warnings = scrubber.scrub_all(warnings, Vec::new());
     bound::fit(
         outcome,
@@ -75,7 +78,7 @@ pub fn finish(report: Report, logs: Logs, limits: &ExecLimits, scrubber: &Scrubb
             }
         }
     }
-    let outcome = Outcome {
+    let mut outcome = Outcome {
         ok: error.is_none(),
         result,
         truncated: None,
@@ -91,7 +94,10 @@ pub fn finish(report: Report, logs: Logs, limits: &ExecLimits, scrubber: &Scrubb
         duration_ms: 0,
         timings: Timings::default(),
     };
-    // Scrubbed before anything is cut: a cut could leave part of an encoded secret behind.
+    // Made plain before it is scrubbed (a control character dropped could join the parts
+    // of a secret), and scrubbed before anything is cut (a cut could leave part of an
+    // encoded secret behind).
+    plain_messages(&mut outcome);
     let mut outcome = scrubber.scrub_all(outcome, withheld());
     let size = truncate::json_size(&outcome.result);
     let original = report.result_cut_from.unwrap_or(size).max(size);
@@ -113,6 +119,24 @@ pub fn finish(report: Report, logs: Logs, limits: &ExecLimits, scrubber: &Scrubb
         finish_us: started.elapsed().as_micros() as u64,
     };
     outcome
+}
+
+/// Makes the outcome's messages plain text (see `plain.rs`): its error, what it says of
+/// approvals, and the errors of its calls. What the script returned and logged is its own.
+fn plain_messages(outcome: &mut Outcome) {
+    use super::plain::text;
+    if let Some(error) = outcome.error.as_mut() {
+        error.message = text(&error.message);
+        error.name = error.name.as_deref().map(text);
+        error.stack = error.stack.as_deref().map(text);
+        error.excerpt = error.excerpt.as_deref().map(text);
+    }
+    for message in &mut outcome.approvals {
+        *message = text(message);
+    }
+    for call in &mut outcome.http {
+        call.error = call.error.as_deref().map(text);
+    }
 }
 
 #[cfg(test)]
@@ -139,5 +163,40 @@ mod checked_tests {
         );
         assert_eq!(finished.warnings.len(), 3);
         assert!(!serde_json::to_string(&finished).unwrap().contains(SECRET));
+    }
+
+    /// A provider's error page coloured for a terminal, or a secret split by a control
+    /// character, reaches the caller as plain text without the secret.
+    #[test]
+    fn messages_are_plain_text_and_made_so_before_they_are_scrubbed() {
+        let scrubber = Scrubber::for_secret(SECRET);
+        let (head, tail) = SECRET.split_at(10);
+        let said = format!("HTTP 400: \u{1b}[31merror\u{1b}[0m: bad key {head}\u{0}{tail}");
+        let report = Report::failed(ExecError::new(ErrorKind::Runtime, said.clone()));
+        let logs = Logs {
+            approvals: vec![said.clone()],
+            ..Logs::default()
+        };
+        let outcome = finish(report, logs, &ExecLimits::default(), &scrubber);
+        let message = &outcome.error.as_ref().unwrap().message;
+        assert!(
+            message.starts_with("HTTP 400: error: bad key "),
+            "{message}"
+        );
+        assert!(
+            !message.contains(SECRET) && !message.contains(head),
+            "{message}"
+        );
+        assert!(
+            !outcome.approvals[0].contains(head),
+            "{:?}",
+            outcome.approvals
+        );
+        let stopped = stopped(ExecError::new(ErrorKind::Type, said), &scrubber, 64_000);
+        let message = &stopped.error.as_ref().unwrap().message;
+        assert!(
+            !message.contains('\u{1b}') && !message.contains(head),
+            "{message}"
+        );
     }
 }

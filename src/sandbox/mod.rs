@@ -23,6 +23,7 @@ mod nesting;
 mod network;
 mod ops;
 mod outcome;
+mod plain;
 mod report;
 mod runtime;
 mod source;

@@ -236,6 +236,12 @@ impl SignIn {
         // RFC 6750 §3.1: another scheme is no token at all; a bearer header without a
         // usable token is a malformed request.
         let (scheme, token) = value.trim().split_once(' ').unwrap_or((value.trim(), ""));
+        // A DPoP-bound token presented as such (RFC 9449 §7.1) gets the Bearer challenge
+        // saying why it cannot be used here, not a bare request to sign in again (which
+        // would only bring another bound token).
+        if scheme.eq_ignore_ascii_case("dpop") {
+            return Err(Refusal::Invalid(sender_bound()));
+        }
         if !scheme.eq_ignore_ascii_case("bearer") {
             return Err(Refusal::NoToken);
         }
@@ -475,6 +481,10 @@ mod tests {
         assert!(matches!(
             sign_in.check(Some("Basic abc")).await,
             Err(Refusal::NoToken)
+        ));
+        assert!(matches!(
+            sign_in.check(Some("DPoP eyJhbGciOi.x.y")).await,
+            Err(Refusal::Invalid(Invalid(why))) if why.contains("bound to a key")
         ));
         for header in [
             "Bearer a b",
