@@ -119,7 +119,8 @@ pub enum EgressError {
         "the request was not sent: {} has `{}`, which web frameworks (Rails, Laravel, Symfony, \
          Express, ASP.NET) can read as another HTTP method or path, so the request could act as \
          another operation than the one checked. Send the method you mean instead, with no \
-         override key or header, and the body uncompressed, in UTF-8",
+         override key or header, and the body uncompressed, in UTF-8 (multipart bodies as the \
+         SDK builds them: CRLF line breaks, one plain boundary)",
         found.place, found.key
     )]
     MethodOverride {

@@ -16,6 +16,7 @@ mod checkpoint;
 mod client;
 mod error;
 mod overrides;
+mod parts;
 mod policy;
 mod resolver;
 mod scrub;

@@ -11,8 +11,9 @@
 //! undone; every JSON object key at any depth with its escapes decoded, duplicates included,
 //! valid JSON or not; every multipart field name (quoted, unquoted, `name*=` RFC 2231,
 //! folded headers). And a body the check cannot read as the provider would is refused too:
-//! a compressed one (`Content-Encoding`), or one in another character set than UTF-8 or
-//! Latin-1 (a `charset` parameter, a UTF-16 or UTF-32 byte order mark).
+//! a compressed one (`Content-Encoding`), one in another character set than UTF-8 or
+//! Latin-1 (a `charset` parameter, a UTF-16 or UTF-32 byte order mark), or a multipart body
+//! parsers could split differently (`parts.rs`).
 
 /// Keys frameworks read as the method, as [`normalized`] spells them.
 const OVERRIDE_KEYS: &[&str] = &[
@@ -87,6 +88,14 @@ pub fn find(
         ));
     }
     let text = String::from_utf8_lossy(body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body));
+    let declared = headers
+        .iter()
+        .filter(|(name, _)| header_name(name) == "content-type");
+    for (_, content_type) in declared {
+        if let Some(why) = super::parts::ambiguity(content_type, &text) {
+            return Some(found("a multipart body parsers split differently", &why));
+        }
+    }
     if let Some(key) = pairs(&text).find(|key| overrides(key)) {
         return Some(found("the body (as a form)", &key));
     }

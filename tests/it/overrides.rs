@@ -212,7 +212,7 @@ async fn no_method_override_reaches_a_handler_behind_express_method_override() {
 /// The ways a multipart part's head can name the part, `{K}` for the name and `{E}` for the
 /// line ending: read by the book, and as loosely as some parser reads them (Rack searches its
 /// head for `Content-Disposition:` anywhere, takes `Content-ID:` as a name, folds lines).
-const HEADS: [&str; 19] = [
+const HEADS: [&str; 22] = [
     "Content-Disposition: form-data; name=\"{K}\"",
     "content-disposition: form-data; name={K}",
     "X-Content-Disposition: form-data; name=\"{K}\"",
@@ -233,12 +233,19 @@ const HEADS: [&str; 19] = [
     "Content-Disposition: form-data{E}X-Foo; name={K}",
     "Content-Type: text/plain{E}Content-Disposition:{E};name={K}",
     "Content-ID:{E}{K}",
+    // A blank line of bare line feeds, which ends the head only for parsers that read them.
+    "Content-Disposition: form-data\n\n; name=\"{K}\"",
+    "Content-Disposition: form-data;\n\nname={K}",
+    "Content-Disposition: form-data; name=\"n\"\n\nContent-Disposition: form-data; name={K}",
 ];
 
 /// Every multipart spelling of `_method` the generator makes that Rack 2.2 (Debian's
 /// ruby-rack, behind `Rack::MethodOverride` as Rails and Sinatra mount it) runs as DELETE, or
-/// busboy (multer's parser, for Express) reads a `_method` field in, is refused by sdkbox
-/// before it leaves. The parsers are the oracles: they read each spelling first.
+/// that busboy (multer's parser, for Express), Werkzeug (Flask), python-multipart (Starlette,
+/// FastAPI) or multipart (Bottle's) reads a `_method` field in, is refused by sdkbox before
+/// it leaves; and bodies built as the SDK builds them pass. The parsers are the oracles: they
+/// read each spelling first. Line breaks in the heads and at their ends are CRLF, bare line
+/// feeds, or mixed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_multipart_spelling_rack_runs_as_another_method_is_refused() {
     let oracle = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/providers/rack/oracle.rb");
@@ -246,24 +253,36 @@ async fn every_multipart_spelling_rack_runs_as_another_method_is_refused() {
         .args(["-e", "require 'rack'"])
         .status()
         .is_ok_and(|status| status.success());
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/providers/python");
     if !crate::support::requirement_met(rack, "Ruby and Debian's ruby-rack are not installed")
         || !crate::support::requirement_met(
             folder().join("node_modules/busboy").exists(),
             "busboy is not installed (scripts/test-deps)",
+        )
+        || !crate::support::requirement_met(
+            python.join(".venv/bin/python").exists(),
+            "the Python parsers are not installed (scripts/test-deps)",
         )
     {
         return;
     }
     let mut cases = Vec::new();
     for head in HEADS {
-        for ending in ["\r\n", "\n"] {
+        // Line breaks in the head, and the one of the blank line that ends it.
+        for (ending, blank) in [
+            ("\r\n", "\r\n"),
+            ("\n", "\n"),
+            ("\r\n", "\n"),
+            ("\n", "\r\n"),
+        ] {
             for before in [
                 "",
                 "--b{E}Content-Disposition: form-data; name=\"n\"{E}{E}x{E}",
             ] {
                 let head = head.replace("{K}", "_method");
-                let body = format!("{before}--b{{E}}{head}{{E}}{{E}}DELETE{{E}}--b--{{E}}")
-                    .replace("{E}", ending);
+                let body = format!("{before}--b{{E}}{head}{{E}}{{B}}DELETE{{E}}--b--{{E}}")
+                    .replace("{E}", ending)
+                    .replace("{B}", blank);
                 cases.push(body);
             }
         }
@@ -296,13 +315,36 @@ async fn every_multipart_spelling_rack_runs_as_another_method_is_refused() {
         })
         .collect();
     assert_eq!(busboy.len(), cases.len(), "busboy answered {busboy:?}");
+    let pythons: Vec<Vec<&str>> = ask(
+        python.join(".venv/bin/python").to_str().unwrap(),
+        &["oracle.py"],
+        &python,
+        &input,
+    )
+    .iter()
+    .map(|answer| {
+        ["werkzeug", "python-multipart", "multipart"]
+            .into_iter()
+            .filter(|parser| {
+                answer[parser]
+                    .as_array()
+                    .is_some_and(|names| names.iter().any(|n| n == "_method"))
+            })
+            .collect()
+    })
+    .collect();
+    assert_eq!(pythons.len(), cases.len(), "Python answered {pythons:?}");
     let sandbox = crate::support::offline();
     let mut overridden = 0;
     let mut by_busboy = 0;
+    let mut by_python = std::collections::BTreeMap::<&str, usize>::new();
     let mut sent = Vec::new();
-    for ((body, rack), busboy) in cases.iter().zip(&read).zip(&busboy) {
+    for (((body, rack), busboy), python) in cases.iter().zip(&read).zip(&busboy).zip(&pythons) {
         by_busboy += usize::from(*busboy);
-        if rack != "DELETE" && !busboy {
+        for parser in python {
+            *by_python.entry(parser).or_default() += 1;
+        }
+        if rack != "DELETE" && !busboy && python.is_empty() {
             continue;
         }
         overridden += 1;
@@ -322,17 +364,32 @@ async fn every_multipart_spelling_rack_runs_as_another_method_is_refused() {
         }
     }
     eprintln!(
-        "{} spellings; Rack or busboy read {overridden} as overriding (busboy {by_busboy}); \
-         sdkbox sent {}",
+        "{} spellings; a parser read {overridden} as overriding (busboy {by_busboy}, \
+         Python {by_python:?}); sdkbox sent {}",
         cases.len(),
         sent.len()
     );
     assert!(by_busboy >= 4, "{busboy:?}");
+    for parser in ["werkzeug", "python-multipart", "multipart"] {
+        assert!(by_python.get(parser) >= Some(&4), "{parser}: {by_python:?}");
+    }
     // The oracle is alive: the spelling by the book, at least, overrides.
     assert!(overridden >= 4, "{read:?}");
     assert!(
         sent.is_empty(),
-        "sent although Rack runs them as DELETE: {sent:#?}"
+        "sent although a parser reads `_method` in them: {sent:#?}"
+    );
+    // A body as the SDK builds it, file content with bare line feeds included, is sent.
+    let init = serde_json::json!({
+        "method": "POST",
+        "headers": {"content-type": "multipart/form-data; boundary=b"},
+        "body": "--b\r\nContent-Disposition: form-data; name=\"n\"\r\n\r\nx\n\ny\r\n--b--\r\n",
+    });
+    let code = format!("const r = await fetch('/v1/items/it_1', {init}); return r.status;");
+    let outcome = run(&sandbox, &code, &ExecLimits::default()).await;
+    assert!(
+        !format!("{:?}", outcome.error).contains("web frameworks"),
+        "{outcome:?}"
     );
 }
 
