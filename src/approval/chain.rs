@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio_util::task::TaskTracker;
 
 use super::caller::Caller;
-use super::journal::{Fate, Key, Lookup, Sent, SentWith};
+use super::journal::{Fate, Key, Lookup, Sent, SentWith, answers};
 use super::store::{Claim, Store, StoreError};
 use crate::state::StateError;
 
@@ -144,19 +144,13 @@ impl RunJournal {
         matches!(*self.home.lock().await, Home::Chain)
     }
 
-    /// Looks a write up; a new one is claimed (to go out with the idempotency key
-    /// `sent_with`, if the provider takes them), and so is one an earlier run sent with a key
-    /// and left unanswered (to go again with that key); the claim is released (the write may
-    /// be sent later, or stays unanswered) unless it is settled with a fate.
-    pub async fn claim(
-        self: &Arc<Self>,
-        key: Key,
-        sent_with: Option<SentWith>,
-    ) -> Result<Found, StateError> {
+    /// Looks a write up; a new one is claimed, and so is one an earlier run sent with an
+    /// idempotency key and left unanswered (to go again with that key); the claim is released
+    /// (the write may be sent later, or stays unanswered) unless it is settled with a fate.
+    pub async fn claim(self: &Arc<Self>, key: Key) -> Result<Found, StateError> {
         let until_ms = self.store.state().now_ms() + self.lease.as_millis() as u64;
         let claim = Claim {
             key: &key,
-            sent_with,
             until_ms,
             since: self.began,
         };
@@ -196,11 +190,15 @@ impl RunJournal {
             Lookup::New => Found::New(Claimed {
                 journal: self.clone(),
                 key: Some(key),
+                sent_with: None,
+                again: false,
             }),
             Lookup::Unanswered(why, sent_with) => Found::Unanswered(
                 Claimed {
                     journal: self.clone(),
                     key: Some(key),
+                    sent_with: None,
+                    again: true,
                 },
                 sent_with,
                 why,
@@ -212,6 +210,13 @@ impl RunJournal {
         match &*self.home.lock().await {
             Home::Run(run, owner) => self.store.settle_in_run(run, owner, key, fate).await,
             Home::Chain => self.store.settle(&self.code, key, fate).await,
+        }
+    }
+
+    async fn leaving(&self, key: &Key, sent_with: SentWith) -> Result<(), StateError> {
+        match &*self.home.lock().await {
+            Home::Run(run, owner) => self.store.leaving_in_run(run, owner, key, sent_with).await,
+            Home::Chain => self.store.leaving(&self.code, key, sent_with).await,
         }
     }
 
@@ -280,6 +285,10 @@ impl RunJournal {
 pub struct Claimed {
     journal: Arc<RunJournal>,
     key: Option<Key>,
+    /// The idempotency key it is to leave with, if the provider takes them.
+    sent_with: Option<SentWith>,
+    /// Whether an earlier run sent it with its key and no answer came back.
+    again: bool,
 }
 
 impl std::fmt::Debug for RunJournal {
@@ -289,14 +298,66 @@ impl std::fmt::Debug for RunJournal {
 }
 
 impl Claimed {
-    /// Ends the claim: with the write's fate when it went out (or may have), with `None`
-    /// when it certainly did not.
-    pub async fn settle(mut self, fate: Option<Fate>) {
-        if let Some(key) = self.key.take()
-            && let Err(error) = self.journal.settle(&key, fate).await
+    /// The claim of a write that is to leave with the idempotency key `sent_with`.
+    pub fn leaving_with(mut self, sent_with: Option<SentWith>) -> Self {
+        self.sent_with = sent_with;
+        self
+    }
+
+    /// Records, as its first attempt leaves, the idempotency key the write leaves with: from
+    /// then on, should no answer come back, a later run may send it again with that key.
+    /// Unrecorded (the store failed), the write is refused as any that may have been sent.
+    pub async fn leaving(&self) {
+        if let (Some(key), Some(sent_with)) = (&self.key, &self.sent_with)
+            && let Err(error) = self.journal.leaving(key, sent_with.clone()).await
         {
+            tracing::warn!(%error, "a write's idempotency key could not be recorded; should \
+                                    its answer be lost, it is not sent again");
+        }
+    }
+
+    /// Ends the claim: with the write's fate when it went out (or may have), with `None`
+    /// when it certainly did not. An answer to a write sent again is recorded where the
+    /// runs of its code look for it, whichever journal this run keeps.
+    pub async fn settle(mut self, fate: Option<Fate>) {
+        let Some(key) = self.key.take() else {
+            return;
+        };
+        // Sent again, a failure or a conflict is no answer (see `journal::answers`): it stays
+        // unanswered, here too.
+        let fate = match fate {
+            Some(Fate::Answered(response))
+                if self.again && !answers(&Fate::Answered(response.clone())) =>
+            {
+                Some(Fate::Unknown(format!(
+                    "sent again with its idempotency key, it was answered HTTP {}, which does \
+                     not say whether the first sending was applied",
+                    response.status
+                )))
+            }
+            fate => fate,
+        };
+        let answered = match (&fate, self.again) {
+            (Some(fate @ Fate::Answered(_)), true) => Some(Sent {
+                key: key.clone(),
+                fate: fate.clone(),
+                sent_with: self.sent_with.clone(),
+            }),
+            _ => None,
+        };
+        if let Err(error) = self.journal.settle(&key, fate).await {
             tracing::warn!(%error, "a write's journal entry could not be settled; its claim \
                                     lapses when its lease ends, and it counts as maybe sent");
+        }
+        if let Some(answered) = answered
+            && let Err(error) = self
+                .journal
+                .store
+                .resolve_uncertain(&self.journal.code, answered)
+                .await
+        {
+            tracing::warn!(%error, "the answer of a write sent again could not be recorded \
+                                    for later runs; they send it again with its key");
         }
     }
 
@@ -345,16 +406,13 @@ mod tests {
         let run = RunJournal::own(store.clone(), "code", Vec::new(), LEASE, "owner")
             .await
             .unwrap();
-        let Found::New(claimed) = run.claim(key("w"), None).await.unwrap() else {
+        let Found::New(claimed) = run.claim(key("w")).await.unwrap() else {
             panic!("not new");
         };
         run.publish(&caller).await.unwrap();
         drop(claimed);
         run.settled().await;
         let next = RunJournal::chained(store, "code", LEASE);
-        assert!(matches!(
-            next.claim(key("w"), None).await.unwrap(),
-            Found::New(_)
-        ));
+        assert!(matches!(next.claim(key("w")).await.unwrap(), Found::New(_)));
     }
 }

@@ -59,6 +59,11 @@ impl Dispatch for Follow {
                         )
                     })?;
             }
+            if number == 1
+                && let Some(claimed) = &self.claimed
+            {
+                claimed.leaving().await;
+            }
             self.in_flight = Some(number);
             Ok(())
         })

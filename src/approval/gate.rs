@@ -279,15 +279,14 @@ impl Gate {
     async fn consult_journal(
         &self,
         key: &Key,
-        sent_with: Option<SentWith>,
+        header: Option<&str>,
         note: &(dyn Fn(Verdict, &str) -> Note + Sync),
         what: &(dyn Fn() -> String + Sync),
     ) -> Result<Option<Claim>, Box<Decision>> {
         let Some(journal) = &self.journal else {
             return Ok(None);
         };
-        let header = sent_with.as_ref().map(|s| s.header.clone());
-        let found = match journal.claim(key.clone(), sent_with).await {
+        let found = match journal.claim(key.clone()).await {
             Ok(found) => found,
             Err(error) => {
                 return Err(Box::new(Decision::Refuse(
@@ -484,7 +483,7 @@ impl Gate {
             true => {
                 self.consult_journal(
                     &key,
-                    sent_with.clone(),
+                    keyed,
                     &|decision, why| Note {
                         because: why.to_owned(),
                         ..note(decision, None, None)
@@ -516,20 +515,27 @@ impl Gate {
                 Decision::Refuse(note, format!("{} was not sent: {why}", shown().what()))
             }
             (None, Err(decision)) => *decision,
-            // The same bytes the earlier run sent (and a human approved, if asked), with the
-            // same key: the provider applies it once, however often it arrives.
-            (None, Ok(Some(Claim::Again(claim, carried)))) => {
-                claimed = Some(claim);
-                sent_with = Some(carried);
-                Decision::Send(Note {
-                    because: "an earlier run of this code sent it and no response came back: \
-                              sent again with the idempotency key it carried"
-                        .to_owned(),
-                    ..note(Verdict::Resent, None, None)
-                })
-            }
             (None, Ok(claim)) => {
+                // The same bytes an earlier run sent, with the same key: the provider applies
+                // it once, however often it arrives. Under `approve` a human is asked again
+                // (told so): the rule may have been `allow` then.
+                let because = match claim {
+                    Some(Claim::Again(_, ref carried)) => {
+                        sent_with = Some(carried.clone());
+                        format!(
+                            "{because}; an earlier run of this code sent it and no response \
+                             came back: it goes again with the idempotency key it carried, and \
+                             the provider applies it once"
+                        )
+                    }
+                    _ => because.clone(),
+                };
+                let again = matches!(claim, Some(Claim::Again(..)));
                 claimed = claim.map(|(Claim::New(claimed) | Claim::Again(claimed, _))| claimed);
+                let note = |decision, by, channel| Note {
+                    because: because.clone(),
+                    ..note(decision, by, channel)
+                };
                 match rule {
                     Rule::Deny => {
                         let message = format!(
@@ -547,6 +553,7 @@ impl Gate {
                             dry_run::placeholder(op, &url),
                         )
                     }
+                    Rule::Allow if again => Decision::Send(note(Verdict::Resent, None, None)),
                     Rule::Allow => Decision::Send(note(Verdict::Allowed, None, None)),
                     Rule::Approve => {
                         let asking = super::human::Asking {
@@ -591,9 +598,12 @@ impl Gate {
             )
             .increment(1);
         }
-        // A claim of a write that is not sent is released when dropped, here.
+        // A claim of a write that is not sent is released when dropped, here; one that is
+        // learns the key it leaves with, recorded as it leaves.
         let sends = matches!(decision, Decision::Send(_));
-        let claimed = claimed.filter(|_| sends);
+        let claimed = claimed
+            .filter(|_| sends)
+            .map(|claimed| claimed.leaving_with(sent_with.clone()));
         let dispatch: Option<Box<dyn crate::egress::Dispatch>> =
             (sends && (audit.is_some() || claimed.is_some())).then(|| {
                 Box::new(Follow::new(audit, claimed, self.following.clone()))

@@ -211,15 +211,6 @@ impl Journal {
             .collect()
     }
 
-    /// Its writes that went out with idempotency keys and were answered.
-    pub fn answered_with_keys(&self) -> Vec<Sent> {
-        self.entries
-            .iter()
-            .filter(|e| matches!(e.fate, Fate::Answered(_)) && e.sent_with.is_some())
-            .cloned()
-            .collect()
-    }
-
     /// Its writes, and its claims in flight.
     pub fn parts(&self) -> (Vec<Sent>, Vec<Hold>) {
         (self.entries.clone(), self.in_flight.clone())
@@ -230,9 +221,11 @@ impl Journal {
         self.in_flight.push(hold);
     }
 
-    /// Gives the claim of `key` the idempotency key it goes out with (a write an earlier run
-    /// left unanswered is sent again with the key it carried then).
-    pub fn rekey(&mut self, key: &Key, sent_with: SentWith) {
+    /// Gives the claim of `key` the idempotency key it leaves with, as it leaves: only a
+    /// write that left (or may have) with a key may be sent again with it. A claim that
+    /// lapsed before (its run stopped while a human was asked) has none: it is refused, as
+    /// any write that may have been sent, never sent unasked.
+    pub fn leaving(&mut self, key: &Key, sent_with: SentWith) {
         if let Some(hold) = self.in_flight.iter_mut().find(|h| h.key == *key) {
             hold.sent_with = Some(sent_with);
         }
@@ -240,7 +233,7 @@ impl Journal {
 
     /// Learns what became of a write: a write it does not know is added; one it knows as
     /// unanswered and `sent` says was answered when sent again with the same idempotency key
-    /// is answered now.
+    /// is answered now (see [`answers`]).
     /// Whether it was new.
     fn learn(&mut self, sent: Sent) -> bool {
         match self.entries.iter_mut().find(|e| {
@@ -248,7 +241,7 @@ impl Journal {
         }) {
             Some(known) => {
                 if matches!(known.fate, Fate::Unknown(_))
-                    && matches!(sent.fate, Fate::Answered(_))
+                    && answers(&sent.fate)
                     && known.sent_with.is_some()
                     && known.sent_with == sent.sent_with
                 {
@@ -297,7 +290,7 @@ impl Journal {
             let unanswered = self.find(&sent.key).is_some_and(|known| {
                 matches!(known.fate, Fate::Unknown(_)) && known.sent_with == sent.sent_with
             });
-            if unanswered && matches!(sent.fate, Fate::Answered(_)) {
+            if unanswered && answers(&sent.fate) {
                 self.learn(sent);
                 changed = true;
             }
@@ -374,6 +367,14 @@ impl Journal {
             })
             .sum()
     }
+}
+
+/// Whether `fate`, of a write sent again with its idempotency key, says what became of it:
+/// a success. A provider answers a key it is still applying (another run sends it at the
+/// same moment) with a conflict, and one whose first attempt failed with that failure
+/// again: neither says the write did not happen, so it stays unanswered.
+pub(super) fn answers(fate: &Fate) -> bool {
+    matches!(fate, Fate::Answered(response) if (200..300).contains(&response.status))
 }
 
 fn size(response: &ScriptResponse) -> usize {

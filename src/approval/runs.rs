@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::caller::Caller;
-use super::journal::{Fate, Journal, Key, Lookup, Sent};
+use super::journal::{Fate, Journal, Key, Lookup, Sent, SentWith};
 use super::store::{CHAIN_LIFETIME, Claim, Journaled, Store, StoreError};
 use crate::state::{Change, StateError};
 
@@ -152,6 +152,19 @@ impl Store {
             .await
     }
 
+    /// Records that the claimed write `key` of run `run`'s own journal leaves with the
+    /// idempotency key `sent_with` (nothing, if another run took it over).
+    pub(super) async fn leaving_in_run(
+        &self,
+        run: &str,
+        owner: &str,
+        key: &Key,
+        sent_with: SentWith,
+    ) -> Result<(), StateError> {
+        self.leaving_in::<Run>(&run_key(run), Some(owner), key, sent_with)
+            .await
+    }
+
     /// Ends a claim of run `run`'s own journal (nothing, if another run took it over).
     pub async fn settle_in_run(
         &self,
@@ -221,12 +234,6 @@ impl Store {
             return Ok(());
         };
         held.journal.expire_holds(&|_| true);
-        // Writes an earlier run left unanswered that this one sent again with their keys:
-        // what became of them is known now.
-        let answered = held.journal.answered_with_keys();
-        if !answered.is_empty() {
-            self.resolve_uncertain(code, answered).await?;
-        }
         let unknown = held.journal.unknown();
         if !unknown.is_empty() && !self.remember_uncertain(code, unknown).await? {
             tracing::warn!(
@@ -416,16 +423,20 @@ impl Store {
         ))
     }
 
-    /// Records the answers of writes of the code with digest `code` remembered as maybe sent
-    /// that were sent again with their idempotency keys: later runs are answered with them.
-    async fn resolve_uncertain(&self, code: &str, answered: Vec<Sent>) -> Result<(), StateError> {
+    /// Records the answer of a write of the code with digest `code` remembered as maybe sent
+    /// that was sent again with its idempotency key: later runs are answered with it.
+    pub(super) async fn resolve_uncertain(
+        &self,
+        code: &str,
+        answered: Sent,
+    ) -> Result<(), StateError> {
         self.state
             .update::<Vec<Sent>, ()>(&uncertain_key(code), CHAIN_LIFETIME, |kept| {
                 let Some(kept) = kept else {
                     return Change::Keep(());
                 };
                 let mut journal = Journal::new(kept);
-                match journal.resolve(answered.clone()) {
+                match journal.resolve(vec![answered.clone()]) {
                     true => Change::Write(journal.parts().0, ()),
                     false => Change::Keep(()),
                 }
@@ -511,10 +522,10 @@ mod tests {
             .await
             .unwrap();
         let answered = Fate::Answered(ScriptResponse::ok_for_tests("{}"));
-        claimed(run.claim(key("sent"), None).await.unwrap())
+        claimed(run.claim(key("sent")).await.unwrap())
             .settle(Some(answered))
             .await;
-        std::mem::forget(claimed(run.claim(key("in flight"), None).await.unwrap()));
+        std::mem::forget(claimed(run.claim(key("in flight")).await.unwrap()));
         // Still going here: nothing to take over, and the next run waits for it.
         assert!(matches!(
             take_over(&store, "code", "next").await,
@@ -531,14 +542,14 @@ mod tests {
         ));
         let next = RunJournal::continuing(after.clone(), "code", &taken, LEASE, "next");
         assert!(matches!(
-            next.claim(key("in flight"), None).await.unwrap(),
+            next.claim(key("in flight")).await.unwrap(),
             Found::Sent(Fate::Unknown(_))
         ));
         assert!(matches!(
-            next.claim(key("sent"), None).await.unwrap(),
+            next.claim(key("sent")).await.unwrap(),
             Found::Sent(Fate::Answered(_))
         ));
-        drop(claimed(next.claim(key("new"), None).await.unwrap()));
+        drop(claimed(next.claim(key("new")).await.unwrap()));
         // It ends: the write of unknown fate is not sent by a later run of the code (which
         // is told so); a write that was answered is a later run's to send again.
         next.finish().await.unwrap();
@@ -550,10 +561,10 @@ mod tests {
             .await
             .unwrap();
         assert!(matches!(
-            later.claim(key("in flight"), None).await.unwrap(),
+            later.claim(key("in flight")).await.unwrap(),
             Found::Sent(Fate::Unknown(_))
         ));
-        drop(claimed(later.claim(key("sent"), None).await.unwrap()));
+        drop(claimed(later.claim(key("sent")).await.unwrap()));
         // That later run refused it and ended: nothing more is remembered of it than before.
         later.finish().await.unwrap();
         let kept: Vec<Sent> = after
@@ -572,7 +583,7 @@ mod tests {
         let run = RunJournal::own(store.clone(), "code", Vec::new(), LEASE, "first")
             .await
             .unwrap();
-        std::mem::forget(claimed(run.claim(key("in flight"), None).await.unwrap()));
+        std::mem::forget(claimed(run.claim(key("in flight")).await.unwrap()));
         let after = seen_elsewhere(&state, "code").await;
         let (a, b) = tokio::join!(
             take_over(&after, "code", "next"),
@@ -597,7 +608,7 @@ mod tests {
             .await
             .unwrap();
         assert!(matches!(
-            fresh.claim(key("in flight"), None).await.unwrap(),
+            fresh.claim(key("in flight")).await.unwrap(),
             Found::Sent(Fate::Unknown(_))
         ));
     }
@@ -608,7 +619,7 @@ mod tests {
         let first = RunJournal::own(store.clone(), "code", Vec::new(), LEASE, "first")
             .await
             .unwrap();
-        drop(claimed(first.claim(key("w1"), None).await.unwrap()));
+        drop(claimed(first.claim(key("w1")).await.unwrap()));
         first.abandon_later();
         tokio::time::sleep(SHORT).await;
         let Takeover::Took(run) = take_over(&store, "code", "second").await else {
@@ -616,12 +627,12 @@ mod tests {
         };
         // The first run comes back: it can neither claim, nor end, nor leave the record.
         assert!(matches!(
-            first.claim(key("w2"), None).await.unwrap(),
+            first.claim(key("w2")).await.unwrap(),
             Found::TakenOver
         ));
         first.finish().await.unwrap();
         let second = RunJournal::continuing(store.clone(), "code", &run, LEASE, "second");
-        claimed(second.claim(key("w2"), None).await.unwrap())
+        claimed(second.claim(key("w2")).await.unwrap())
             .settle(Some(Fate::Unknown("lost".into())))
             .await;
         assert!(matches!(
@@ -634,7 +645,7 @@ mod tests {
             .await
             .unwrap();
         assert!(matches!(
-            later.claim(key("w2"), None).await.unwrap(),
+            later.claim(key("w2")).await.unwrap(),
             Found::Sent(Fate::Unknown(_))
         ));
     }
@@ -659,7 +670,7 @@ mod tests {
             .await
             .unwrap();
         assert!(matches!(
-            run.claim(key("in chain"), None).await.unwrap(),
+            run.claim(key("in chain")).await.unwrap(),
             Found::Sent(Fate::Unknown(_))
         ));
         // A write remembered (a chain dropped to make room left it) is not claimed in the
@@ -672,7 +683,7 @@ mod tests {
         );
         let chained = RunJournal::chained(store.clone(), "dropped", LEASE);
         assert!(matches!(
-            chained.claim(key("remembered"), None).await.unwrap(),
+            chained.claim(key("remembered")).await.unwrap(),
             Found::Sent(Fate::Unknown(_))
         ));
         assert!(store.snapshot("dropped").await.unwrap().is_empty());
@@ -684,7 +695,7 @@ mod tests {
         let cut = RunJournal::own(store.clone(), "cut", Vec::new(), LEASE, "cut")
             .await
             .unwrap();
-        claimed(cut.claim(key("w"), None).await.unwrap())
+        claimed(cut.claim(key("w")).await.unwrap())
             .settle(Some(Fate::Answered(ScriptResponse::ok_for_tests("{}"))))
             .await;
         cut.abandon_later();
@@ -697,10 +708,10 @@ mod tests {
         let ended = RunJournal::own(store.clone(), "ended", Vec::new(), LEASE, "ended")
             .await
             .unwrap();
-        claimed(ended.claim(key("w"), None).await.unwrap())
+        claimed(ended.claim(key("w")).await.unwrap())
             .settle(Some(Fate::Answered(ScriptResponse::ok_for_tests("{}"))))
             .await;
-        claimed(ended.claim(key("not sent"), None).await.unwrap())
+        claimed(ended.claim(key("not sent")).await.unwrap())
             .settle(None)
             .await;
         ended.finish().await.unwrap();
@@ -715,5 +726,92 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    fn with(value: &str) -> Option<SentWith> {
+        Some(SentWith {
+            header: "Idempotency-Key".into(),
+            value: value.into(),
+        })
+    }
+
+    /// A claim whose run stopped while a human was asked never left: it has no key, and is
+    /// refused as any write that may have been sent, never sent unasked. One that left
+    /// with a key may go again with it, once, claimed.
+    #[tokio::test]
+    async fn only_a_write_that_left_with_a_key_may_go_again_with_it() {
+        let state = StateStore::memory("t");
+        let store = Store::new(state.clone());
+        let run = RunJournal::own(store.clone(), "code", Vec::new(), LEASE, "first")
+            .await
+            .unwrap();
+        std::mem::forget(claimed(run.claim(key("asked")).await.unwrap()));
+        let left = claimed(run.claim(key("left")).await.unwrap()).leaving_with(with("k1"));
+        left.leaving().await;
+        std::mem::forget(left);
+        let after = seen_elsewhere(&state, "code").await;
+        let Takeover::Took(taken) = take_over(&after, "code", "next").await else {
+            panic!("not taken over");
+        };
+        let next = RunJournal::continuing(after.clone(), "code", &taken, LEASE, "next");
+        assert!(matches!(
+            next.claim(key("asked")).await.unwrap(),
+            Found::Sent(Fate::Unknown(_))
+        ));
+        let Found::Unanswered(again, sent_with, _) = next.claim(key("left")).await.unwrap() else {
+            panic!("not unanswered");
+        };
+        assert_eq!(Some(sent_with), with("k1"));
+        assert!(matches!(
+            next.claim(key("left")).await.unwrap(),
+            Found::InFlight
+        ));
+        drop(again);
+        next.settled().await;
+        assert!(matches!(
+            next.claim(key("left")).await.unwrap(),
+            Found::Unanswered(..)
+        ));
+    }
+
+    /// The answer to a write sent again reaches what every later run of the code reads, from
+    /// whichever journal sent it (a chain's too); a conflict (the provider still applying the
+    /// key for another run) or a failure is no answer, and the write stays unanswered.
+    #[tokio::test]
+    async fn an_answer_to_a_write_sent_again_reaches_every_later_run() {
+        let store = Store::new(StateStore::memory("t"));
+        let unknown = Sent {
+            key: key("pay"),
+            fate: Fate::Unknown("lost".into()),
+            sent_with: with("k1"),
+        };
+        assert!(
+            store
+                .remember_uncertain("code", vec![unknown])
+                .await
+                .unwrap()
+        );
+        let answer = |status| {
+            let mut response = ScriptResponse::ok_for_tests("{\"id\":\"pay_1\"}");
+            response.status = status;
+            Some(Fate::Answered(response))
+        };
+        for status in [409, 200] {
+            let chained = RunJournal::chained(store.clone(), "code", LEASE);
+            let Found::Unanswered(again, sent_with, _) = chained.claim(key("pay")).await.unwrap()
+            else {
+                panic!("not unanswered before the {status}");
+            };
+            let again = again.leaving_with(Some(sent_with));
+            again.leaving().await;
+            again.settle(answer(status)).await;
+        }
+        let own = RunJournal::own(store.clone(), "code", Vec::new(), LEASE, "own")
+            .await
+            .unwrap();
+        let Found::Sent(Fate::Answered(response)) = own.claim(key("pay")).await.unwrap() else {
+            panic!("not answered");
+        };
+        assert_eq!(response.status, 200);
     }
 }

@@ -6,8 +6,8 @@
 //! the state store when it is opened, once. A state is also marked with the store's epoch: a
 //! state of another epoch (the store lost its records: a restart with the memory store, a
 //! flushed Redis) cannot be proved unused: its journal is still honoured (no write it records
-//! is sent again), but its approvals are not, and the human is asked again. So no state
-//! approves a write twice.
+//! is sent again, but with the idempotency key it left with when no answer came back), but
+//! its approvals are not, and the human is asked again. So no state approves a write twice.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -121,12 +121,12 @@ struct Chain {
 
 /// The chains of one deployment, and whose turn it is to run each caller's code; clones
 /// share them.
-/// A claim of one write: which, the idempotency key it goes out with (if the provider takes
-/// them), until when its run has certainly ended (ms since the Unix epoch), and when the run
-/// began (a replica that lost touch with the store since claims nothing).
+/// A claim of one write: which, until when its run has certainly ended (ms since the Unix
+/// epoch), and when the run began (a replica that lost touch with the store since claims
+/// nothing). The idempotency key it goes out with is added as it leaves (see
+/// `Journal::leaving`): a claim that never left has none, and is never sent again.
 pub(super) struct Claim<'a> {
     pub key: &'a Key,
-    pub sent_with: Option<SentWith>,
     pub until_ms: u64,
     pub since: tokio::time::Instant,
 }
@@ -345,7 +345,6 @@ impl Store {
     ) -> Result<Lookup, StateError> {
         let Claim {
             key,
-            sent_with,
             until_ms,
             since,
         } = claim;
@@ -386,18 +385,12 @@ impl Store {
                 journal
                     .expire_holds(&|hold| hold.until_ms <= now || stopped.contains(&hold.replica));
                 let found = journal.lookup(key);
-                // A write sent unanswered goes again with the key it carried, and only so.
-                let sent_with = match &found {
-                    Lookup::New => Some(sent_with.clone()),
-                    Lookup::Unanswered(_, carried) => Some(Some(carried.clone())),
-                    _ => None,
-                };
-                if let Some(sent_with) = sent_with {
+                if matches!(found, Lookup::New | Lookup::Unanswered(..)) {
                     journal.hold(Hold {
                         key: key.clone(),
                         replica: replica.clone(),
                         until_ms,
-                        sent_with,
+                        sent_with: None,
                     });
                 }
                 Change::Write(held, Some(found))
@@ -409,22 +402,19 @@ impl Store {
         if matches!(found, Lookup::New)
             && let Some(earlier) = self.uncertain_lookup(code, key).await?
         {
-            match &earlier {
-                // Claimed here, to go again with the key it carried.
-                Lookup::Unanswered(_, carried) => {
-                    self.rekey_in::<T>(record, owner, key, carried.clone())
-                        .await?;
-                }
-                _ => self.settle_in::<T>(record, owner, key, None).await?,
+            // Claimed here to go again with the key it carried; anything else is released
+            // (a claim left by a failed release has no key, so it is never sent again).
+            if !matches!(earlier, Lookup::Unanswered(..)) {
+                self.settle_in::<T>(record, owner, key, None).await?;
             }
             return Ok(earlier);
         }
         Ok(found)
     }
 
-    /// Gives the claim of `key` in the journal `record` the idempotency key it goes out with
-    /// (see `Journal::rekey`).
-    async fn rekey_in<T: Journaled>(
+    /// Records in the journal `record` (owned by `owner`, if a run's own) that the claimed
+    /// write `key` is leaving with the idempotency key `sent_with` (see `Journal::leaving`).
+    pub(super) async fn leaving_in<T: Journaled>(
         &self,
         record: &str,
         owner: Option<&str>,
@@ -432,9 +422,20 @@ impl Store {
         sent_with: SentWith,
     ) -> Result<(), StateError> {
         self.change_owned::<T>(record, owner, |journal| {
-            journal.rekey(key, sent_with.clone())
+            journal.leaving(key, sent_with.clone())
         })
         .await
+    }
+
+    /// [`Store::leaving_in`] the chain of `code`.
+    pub(super) async fn leaving(
+        &self,
+        code: &str,
+        key: &Key,
+        sent_with: SentWith,
+    ) -> Result<(), StateError> {
+        self.leaving_in::<Chain>(&chain_key(code), None, key, sent_with)
+            .await
     }
 
     /// Changes the journal `record` (owned by `owner`, if a run's own) with `change`, in one
@@ -858,7 +859,6 @@ pub(super) mod tests {
     fn claim(key: &Key, until_ms: u64) -> Claim<'_> {
         Claim {
             key,
-            sent_with: None,
             until_ms,
             since: tokio::time::Instant::now(),
         }

@@ -836,17 +836,19 @@ async fn a_retry_chain_outlives_a_round_that_failed() {
 }
 
 /// A sandbox for `provider` with a 1 s request timeout, and approvals kept in `state` under
-/// a provider file that allows writes and sends idempotency keys in `header` (or none).
+/// a provider file whose rule for writes is `rule` and that sends idempotency keys in
+/// `header` (or none).
 fn paying(
     provider: &crate::provider::Provider,
     header: Option<&str>,
+    rule: sdkbox::approval::Rule,
     state: &sdkbox::state::StateStore,
 ) -> (
     sdkbox::sandbox::InProcessSandbox,
     sdkbox::approval::Approvals,
 ) {
     let file = sdkbox::approval::PolicyFile {
-        writes: Some(sdkbox::approval::Rule::Allow),
+        writes: Some(rule),
         idempotency_header: header.map(str::to_owned),
         ..Default::default()
     };
@@ -929,7 +931,7 @@ fn decisions(outcome: &sdkbox::sandbox::Outcome) -> Vec<String> {
 async fn a_keyed_write_whose_outcome_is_unknown_is_retried_and_applied_once() {
     let provider = crate::provider::Provider::start().await;
     let state = sdkbox::state::StateStore::memory("retried");
-    let setup = |header| paying(&provider, header, &state);
+    let setup = |header| paying(&provider, header, sdkbox::approval::Rule::Allow, &state);
     let run = pay_round;
     let payments = || provider.seen.payments.load(Ordering::SeqCst);
     let keyed = setup(Some("Idempotency-Key"));
@@ -985,13 +987,21 @@ async fn a_keyed_write_whose_outcome_is_unknown_is_retried_and_applied_once() {
 /// was making the payment) is sent again by the next run of that code with the key it went
 /// out with, and the provider applies it once; once answered, later runs are answered from
 /// the journal without sending. Under a provider file that no longer sends keys for it, it
-/// is refused (sent without its key, it could be applied twice), and stays unanswered.
+/// is refused (sent without its key, it could be applied twice), and stays unanswered; under
+/// `approve`, a human is asked first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keyed_write_an_earlier_run_left_unanswered_is_sent_again_with_its_key() {
     let provider = crate::provider::Provider::start().await;
     let state = sdkbox::state::StateStore::memory("resent");
-    let keyed = paying(&provider, Some("Idempotency-Key"), &state);
-    let unkeyed = paying(&provider, None, &state);
+    let allow = sdkbox::approval::Rule::Allow;
+    let keyed = paying(&provider, Some("Idempotency-Key"), allow, &state);
+    let unkeyed = paying(&provider, None, allow, &state);
+    let approving = paying(
+        &provider,
+        Some("Idempotency-Key"),
+        sdkbox::approval::Rule::Approve,
+        &state,
+    );
     let payments = || provider.seen.payments.load(Ordering::SeqCst);
     let received = || provider.seen.requests.load(Ordering::SeqCst);
     let cut = pay("{ 'X-Run': 'cut' }");
@@ -1016,6 +1026,15 @@ async fn a_keyed_write_an_earlier_run_left_unanswered_is_sent_again_with_its_key
         assert!(said.contains("no longer sends"), "{unsafe_now:?}");
         assert_eq!(received(), before, "{unsafe_now:?}");
     }
+    // The rule is `approve` now: nobody approved the earlier sending, so a human is asked
+    // (told it went out before) and nothing leaves meanwhile.
+    let asked = pay_round(&approving, cut.clone(), 30_000).await;
+    assert!(!asked.ok, "{asked:?}");
+    assert_eq!(received(), before, "{asked:?}");
+    assert!(
+        format!("{asked:?}").contains("an earlier run of this code sent it"),
+        "{asked:?}"
+    );
     let again = pay_round(&keyed, cut.clone(), 30_000).await;
     assert!(again.ok, "{again:?}");
     assert_eq!(again.result["replayed"], "true", "{again:?}");
