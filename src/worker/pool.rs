@@ -313,17 +313,21 @@ impl Inner {
                 Ok(report) => {
                     worker.runs += 1;
                     worker.served = Some(identity);
-                    // A memory stop leaves the engine's allocator near its limit, and runs
-                    // after it on the same process sometimes crashed (SIGSEGV) instead of
-                    // stopping cleanly: the worker does not run again.
-                    let stopped_for_memory = report
-                        .error
-                        .as_ref()
-                        .is_some_and(|e| e.kind == ErrorKind::Memory);
-                    if stopped_for_memory {
-                        self.retire(worker, "memory");
-                    } else {
-                        self.release(worker);
+                    // A runtime stopped from outside (its memory limit, its deadline, a
+                    // cancellation) is never freed whole by the engine: its event loop's two
+                    // descriptors and whatever the script still held stay with the process
+                    // (README, "The JavaScript engine"), which ran out of descriptors after
+                    // about 25 such runs, and after memory stops sometimes crashed. Its
+                    // worker runs nothing more.
+                    let stopped = report.error.as_ref().and_then(|e| match e.kind {
+                        ErrorKind::Memory => Some("memory"),
+                        ErrorKind::Timeout => Some("timeout"),
+                        ErrorKind::Cancelled => Some("cancelled"),
+                        _ => None,
+                    });
+                    match stopped {
+                        Some(why) => self.retire(worker, why),
+                        None => self.release(worker),
                     }
                     return report;
                 }
