@@ -308,8 +308,15 @@ impl Claimed {
     /// then on, should no answer come back, a later run may send it again with that key.
     /// Unrecorded (the store failed), the write is refused as any that may have been sent.
     pub async fn leaving(&self) {
-        if let (Some(key), Some(sent_with)) = (&self.key, &self.sent_with)
-            && let Err(error) = self.journal.leaving(key, sent_with.clone()).await
+        let Some(mut sent_with) = self.sent_with.clone() else {
+            return;
+        };
+        // A write sent again keeps when it first left.
+        if sent_with.left_ms == 0 {
+            sent_with.left_ms = self.journal.store.state().now_ms();
+        }
+        if let Some(key) = &self.key
+            && let Err(error) = self.journal.leaving(key, sent_with).await
         {
             tracing::warn!(%error, "a write's idempotency key could not be recorded; should \
                                     its answer be lost, it is not sent again");

@@ -31,6 +31,10 @@ const MAX_PLANNED: usize = 100;
 /// Characters of a planned write's body kept in the plan.
 const MAX_PLANNED_BODY: usize = 300;
 
+/// How long after a write first left with an idempotency key it may be sent again with it:
+/// within the time providers keep keys (Stripe: 24 hours).
+const RESEND_WITHIN: std::time::Duration = std::time::Duration::from_secs(23 * 3600);
+
 /// Approvals waiting outside the execution that one outcome lists.
 const MAX_LISTED_APPROVALS: usize = 5;
 
@@ -312,9 +316,29 @@ impl Gate {
         let decision = match found {
             Found::New(claimed) => return Ok(Some(Claim::New(claimed))),
             Found::Unanswered(claimed, carried, _)
-                if header.is_some_and(|h| h.eq_ignore_ascii_case(&carried.header)) =>
+                if header.is_some_and(|h| h.eq_ignore_ascii_case(&carried.header))
+                    && self
+                        .approvals
+                        .state()
+                        .now_ms()
+                        .saturating_sub(carried.left_ms)
+                        < RESEND_WITHIN.as_millis() as u64 =>
             {
                 return Ok(Some(Claim::Again(claimed, carried)));
+            }
+            // Released: it stays unanswered.
+            Found::Unanswered(_, carried, why)
+                if header.is_some_and(|h| h.eq_ignore_ascii_case(&carried.header)) =>
+            {
+                Decision::Refuse(
+                    note(Verdict::Replayed, "an earlier run of this code sent it"),
+                    format!(
+                        "{} (it went out with an idempotency key more than {} hours ago, longer \
+                         than providers keep keys: sent again, it could be applied twice)",
+                        unanswered(&why),
+                        RESEND_WITHIN.as_secs() / 3600
+                    ),
+                )
             }
             // Released: it stays unanswered.
             Found::Unanswered(_, carried, why) => Decision::Refuse(
@@ -611,7 +635,7 @@ impl Gate {
             });
         let idempotency = sent_with
             .filter(|_| sends)
-            .map(|SentWith { header, value }| (header, value));
+            .map(|SentWith { header, value, .. }| (header, value));
         Decided {
             operation,
             decision,
@@ -705,6 +729,7 @@ fn idempotency_key(header: &str, headers: &[String]) -> SentWith {
     SentWith {
         header: header.to_owned(),
         value,
+        left_ms: 0,
     }
 }
 

@@ -45,6 +45,20 @@ pub struct SentWith {
     pub header: String,
     /// The key.
     pub value: String,
+    /// When it first left with it, in milliseconds since the Unix epoch (0: not yet):
+    /// providers keep keys for a while only (Stripe: 24 hours), so an older write is not
+    /// sent again.
+    #[serde(default)]
+    pub left_ms: u64,
+}
+
+impl SentWith {
+    /// Whether `other` is the same key in the same header.
+    fn same_key(&self, other: &Option<SentWith>) -> bool {
+        other
+            .as_ref()
+            .is_some_and(|o| o.header == self.header && o.value == self.value)
+    }
 }
 
 /// Which write of a run: exactly, and by its slot.
@@ -242,8 +256,10 @@ impl Journal {
             Some(known) => {
                 if matches!(known.fate, Fate::Unknown(_))
                     && answers(&sent.fate)
-                    && known.sent_with.is_some()
-                    && known.sent_with == sent.sent_with
+                    && known
+                        .sent_with
+                        .as_ref()
+                        .is_some_and(|k| k.same_key(&sent.sent_with))
                 {
                     known.fate = sent.fate;
                 }
@@ -288,7 +304,11 @@ impl Journal {
             // The same write, sent again with the same key: not another that happened to
             // be sent meanwhile.
             let unanswered = self.find(&sent.key).is_some_and(|known| {
-                matches!(known.fate, Fate::Unknown(_)) && known.sent_with == sent.sent_with
+                matches!(known.fate, Fate::Unknown(_))
+                    && known
+                        .sent_with
+                        .as_ref()
+                        .is_some_and(|k| k.same_key(&sent.sent_with))
             });
             if unanswered && answers(&sent.fate) {
                 self.learn(sent);
@@ -369,12 +389,14 @@ impl Journal {
     }
 }
 
-/// Whether `fate`, of a write sent again with its idempotency key, says what became of it:
-/// a success. A provider answers a key it is still applying (another run sends it at the
-/// same moment) with a conflict, and one whose first attempt failed with that failure
-/// again: neither says the write did not happen, so it stays unanswered.
+/// Whether `fate`, of a write sent again with its idempotency key, says what became of it.
+/// A provider answers a key with the first sending's response (a success, or the same
+/// refusal: Stripe replays a declined card's 402); a conflict (`409`: it is still applying
+/// the key for another run), a timeout, `425`, `429` or a server error says nothing of the
+/// first sending, and the write stays unanswered.
 pub(super) fn answers(fate: &Fate) -> bool {
-    matches!(fate, Fate::Answered(response) if (200..300).contains(&response.status))
+    matches!(fate, Fate::Answered(response)
+        if response.status < 500 && ![408, 409, 425, 429].contains(&response.status))
 }
 
 fn size(response: &ScriptResponse) -> usize {
@@ -489,6 +511,7 @@ mod tests {
         Some(SentWith {
             header: "Idempotency-Key".into(),
             value: value.into(),
+            left_ms: 1,
         })
     }
 

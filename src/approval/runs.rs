@@ -732,6 +732,7 @@ mod tests {
         Some(SentWith {
             header: "Idempotency-Key".into(),
             value: value.into(),
+            left_ms: 0,
         })
     }
 
@@ -761,7 +762,8 @@ mod tests {
         let Found::Unanswered(again, sent_with, _) = next.claim(key("left")).await.unwrap() else {
             panic!("not unanswered");
         };
-        assert_eq!(Some(sent_with), with("k1"));
+        assert_eq!(sent_with.value, "k1");
+        assert!(sent_with.left_ms > 0, "{sent_with:?}");
         assert!(matches!(
             next.claim(key("left")).await.unwrap(),
             Found::InFlight
@@ -796,7 +798,7 @@ mod tests {
             response.status = status;
             Some(Fate::Answered(response))
         };
-        for status in [409, 200] {
+        for status in [409, 503, 200] {
             let chained = RunJournal::chained(store.clone(), "code", LEASE);
             let Found::Unanswered(again, sent_with, _) = chained.claim(key("pay")).await.unwrap()
             else {

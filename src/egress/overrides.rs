@@ -366,6 +366,15 @@ fn multipart_names(text: &str) -> Vec<Result<String, String>> {
             rest.first() == Some(&b'\n') || rest.starts_with(b"\r\n")
         })
         .collect();
+    // A word's stretch ends at the next word of its own kind (a `content-id` inside a
+    // disposition's parameters does not cut them short), or at the end of its head.
+    let mut next_of_kind = vec![text.len(); marks.len()];
+    let mut seen: [Option<usize>; 2] = [None, None];
+    for (n, (at, mark)) in marks.iter().enumerate().rev() {
+        let kind = usize::from(*mark == ID);
+        next_of_kind[n] = seen[kind].unwrap_or(text.len());
+        seen[kind] = Some(*at);
+    }
     let mut names = Vec::new();
     let mut blank = 0;
     for (n, (at, mark)) in marks.iter().enumerate() {
@@ -373,9 +382,8 @@ fn multipart_names(text: &str) -> Vec<Result<String, String>> {
         while blanks.get(blank).is_some_and(|b| *b < from) {
             blank += 1;
         }
-        let next_mark = marks.get(n + 1).map_or(text.len(), |(next, _)| *next);
         let head_end = blanks.get(blank).map_or(text.len(), |b| *b);
-        let end = next_mark.min(head_end).max(from);
+        let end = next_of_kind[n].min(head_end).max(from);
         let Some(segment) = text.get(from..end) else {
             continue;
         };
@@ -383,10 +391,12 @@ fn multipart_names(text: &str) -> Vec<Result<String, String>> {
             if let Some(value) = segment.trim_start().strip_prefix(':') {
                 let value = value.trim_start();
                 let value = value.split([';', '\r', '\n']).next().unwrap_or_default();
-                names.push(Ok(value.trim().trim_matches(['<', '>', '"']).to_owned()));
+                let value = value.trim().trim_matches(['<', '>', '"']);
+                names.push(Ok(value.to_owned()));
+                names.push(Ok(token(value).to_owned()));
             }
         } else {
-            disposition_params(segment, &mut names);
+            disposition_params(&tight_equals(segment), &mut names);
         }
     }
     names
@@ -406,6 +416,8 @@ fn disposition_params(value: &str, names: &mut Vec<Result<String, String>>) {
         let value = value.trim().trim_matches('"');
         if name == "name" {
             names.push(Ok(encoded_words(&value.replace('\\', ""))));
+            // Rack reads an unquoted value up to its first special character.
+            names.push(Ok(token(value).to_owned()));
         } else if name == "name*" {
             names.push(rfc2231(value));
         } else if let Some(n) = name
@@ -427,6 +439,37 @@ fn disposition_params(value: &str, names: &mut Vec<Result<String, String>>) {
         let charset = charset.unwrap_or_default();
         names.push(rfc2231(&format!("{charset}''{joined}")));
     }
+}
+
+/// The token `value` starts with, as Rack reads an unquoted parameter value: up to its first
+/// blank or special character (`()<>,;:\"/[]?=`).
+fn token(value: &str) -> &str {
+    let end = value
+        .find(|c: char| c.is_whitespace() || "()<>,;:\\\"/[]?=".contains(c))
+        .unwrap_or(value.len());
+    &value[..end]
+}
+
+/// `text` without the blanks around each `=` (`name = "_method"`, which python-multipart and
+/// Bottle read as a name).
+fn tight_equals(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '=' {
+            while out.ends_with([' ', '\t', '\r', '\n']) {
+                out.pop();
+            }
+            out.push('=');
+            while chars
+                .next_if(|c| matches!(c, ' ' | '\t' | '\r' | '\n'))
+                .is_some()
+            {}
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// An RFC 2231 value (`charset'language'percent-encoded`), decoded in its character set;

@@ -122,7 +122,8 @@ pub fn finish(report: Report, logs: Logs, limits: &ExecLimits, scrubber: &Scrubb
 }
 
 /// Makes the outcome's messages plain text (see `plain.rs`): its error, what it says of
-/// approvals, and the errors of its calls. What the script returned and logged is its own.
+/// approvals, and its calls' errors, dropped headers and decisions. What the script returned
+/// and logged is its own.
 fn plain_messages(outcome: &mut Outcome) {
     use super::plain::text;
     if let Some(error) = outcome.error.as_mut() {
@@ -136,6 +137,14 @@ fn plain_messages(outcome: &mut Outcome) {
     }
     for call in &mut outcome.http {
         call.error = call.error.as_deref().map(text);
+        for header in &mut call.dropped_headers {
+            *header = text(header);
+        }
+        if let Some(note) = call.policy.as_mut() {
+            note.because = text(&note.because);
+            note.by = note.by.as_deref().map(text);
+            note.channel = note.channel.as_deref().map(text);
+        }
     }
 }
 

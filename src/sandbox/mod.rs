@@ -43,7 +43,7 @@ use finish::{Logs, finish};
 pub use hold::{Hold, Release, hold};
 pub use network::{Gateway, Network, NetworkError, NetworkFuture};
 pub use outcome::{ConsoleLine, ErrorKind, ExecError, Outcome, Timings, Truncation};
-pub use report::Report;
+pub use report::{Report, Stop};
 pub use runtime::{LOWEST_PRIORITY, Prepared, RuntimeSettings, prepare, snapshot};
 pub use source::{SyntaxError, compile};
 

@@ -4,9 +4,14 @@
 //! client could render, log or act on. Line breaks and tabs are kept: compiler messages and
 //! stacks are laid out with them.
 
-/// `text` without terminal escape sequences and control characters (C0 but line breaks and
-/// tabs, DEL, C1); a carriage return before a line break is dropped, another is a line
-/// break.
+/// The longest escape sequence dropped whole: past it, the rest is text again (an escape
+/// left open would otherwise take the message's end with it).
+const MAX_ESCAPE: usize = 256;
+
+/// `text` without terminal escape sequences, control characters (C0 but line breaks and
+/// tabs, DEL, C1) and the invisible characters that reorder or hide text (bidirectional
+/// controls, zero-width characters); a carriage return before a line break is dropped,
+/// another is a line break, and so are the Unicode line and paragraph separators.
 pub fn text(text: &str) -> String {
     if !text.chars().any(unclean) {
         return text.to_owned();
@@ -19,23 +24,25 @@ pub fn text(text: &str) -> String {
             // and one more character otherwise.
             '\u{1b}' => match chars.next() {
                 Some('[') => {
-                    for c in chars.by_ref() {
+                    for c in chars.by_ref().take(MAX_ESCAPE) {
                         if ('\u{40}'..='\u{7e}').contains(&c) {
                             break;
                         }
                     }
                 }
                 Some(']') => {
-                    while let Some(c) = chars.next() {
-                        if c == '\u{7}' || (c == '\u{1b}' && chars.next_if_eq(&'\\').is_some()) {
-                            break;
+                    for _ in 0..MAX_ESCAPE {
+                        match chars.next() {
+                            None | Some('\u{7}') => break,
+                            Some('\u{1b}') if chars.next_if_eq(&'\\').is_some() => break,
+                            Some(_) => {}
                         }
                     }
                 }
                 _ => {}
             },
             '\r' if chars.peek() == Some(&'\n') => {}
-            '\r' => out.push('\n'),
+            '\r' | '\u{2028}' | '\u{2029}' => out.push('\n'),
             c if unclean(c) => {}
             c => out.push(c),
         }
@@ -45,7 +52,10 @@ pub fn text(text: &str) -> String {
 
 /// Whether `c` is not kept as it is.
 fn unclean(c: char) -> bool {
-    c.is_control() && c != '\n' && c != '\t'
+    (c.is_control() && c != '\n' && c != '\t')
+        || matches!(c,
+            '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+            | '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{061c}')
 }
 
 #[cfg(test)]
@@ -64,6 +74,13 @@ mod tests {
         assert_eq!(text("one\r\ntwo\rthree"), "one\ntwo\nthree");
         assert_eq!(text("cut \u{1b}["), "cut ");
         assert_eq!(text("é ünïcödé ✓"), "é ünïcödé ✓");
+        // An escape left open takes at most its bound with it.
+        let open = format!("\u{1b}]{}", "x".repeat(MAX_ESCAPE + 10));
+        assert_eq!(
+            text(&format!("{open}: advice")),
+            format!("{}: advice", "x".repeat(10))
+        );
+        assert_eq!(text("a\u{202e}b\u{200b}c\u{2028}d"), "abc\nd");
     }
 
     /// The messages sdkbox writes itself are one line of text each where they are written

@@ -28,6 +28,23 @@ pub struct Report {
     pub create_us: u64,
     /// Time to load, evaluate and run the code, result serialisation included.
     pub run_us: u64,
+    /// Why the runtime was stopped from outside, if it was (its memory limit, its deadline,
+    /// a cancellation): the engine never frees such a runtime whole, so the process that ran
+    /// it keeps some of it (see `Pool`).
+    #[serde(default)]
+    pub stopped: Option<Stop>,
+}
+
+/// Why a runtime was stopped from outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    /// Its memory limit.
+    Memory,
+    /// Its deadline.
+    Deadline,
+    /// A cancellation.
+    Cancelled,
 }
 
 impl Report {
@@ -42,6 +59,7 @@ impl Report {
             compile_us: 0,
             create_us: 0,
             run_us: 0,
+            stopped: None,
         }
     }
 

@@ -25,7 +25,7 @@ use super::loader::SandboxLoader;
 use super::network::Network;
 use super::ops::{Console, ResultSlot, TestHooks, sdkbox_sandbox};
 use super::outcome::{ErrorKind, ExecError};
-use super::report::Report;
+use super::report::{Report, Stop};
 use super::source::{MODULE_URL, Program};
 use super::{ExecLimits, errors};
 
@@ -280,13 +280,17 @@ impl Ready {
         } else if job.cancel.is_cancelled() {
             stop.set(StopReason::CANCELLED);
         }
-        let error = match stop.get() {
-            StopReason::TIMEOUT => Some(errors::timeout(&job.limits)),
-            StopReason::MEMORY => Some(errors::memory(&job.limits)),
-            StopReason::CANCELLED => Some(errors::cancelled()),
-            _ => failure.map(|e| errors::from_core(&e, &job.program, &job.limits)),
+        let (error, stopped) = match stop.get() {
+            StopReason::TIMEOUT => (Some(errors::timeout(&job.limits)), Some(Stop::Deadline)),
+            StopReason::MEMORY => (Some(errors::memory(&job.limits)), Some(Stop::Memory)),
+            StopReason::CANCELLED => (Some(errors::cancelled()), Some(Stop::Cancelled)),
+            _ => (
+                failure.map(|e| errors::from_core(&e, &job.program, &job.limits)),
+                None,
+            ),
         };
         let mut report = collect(&self.runtime, error);
+        report.stopped = stopped;
         report.run_us = started.elapsed().as_micros() as u64;
         report.mapped_to(&job.program)
     }
@@ -335,6 +339,7 @@ fn collect(runtime: &JsRuntime, error: Option<ExecError>) -> Report {
         compile_us: 0,
         create_us: 0,
         run_us: 0,
+        stopped: None,
     }
 }
 

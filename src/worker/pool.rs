@@ -19,8 +19,14 @@ use crate::approval::Gate;
 use crate::deadline::Deadline;
 use crate::egress::Egress;
 use crate::fair::{FairQueue, Principal, QueueLimits};
-use crate::sandbox::{ErrorKind, ExecError, ExecLimits, Gateway, Outcome, Report, execute_with};
+use crate::sandbox::{
+    ErrorKind, ExecError, ExecLimits, Gateway, Outcome, Report, Stop, execute_with,
+};
 use crate::sdk::Sdk;
+
+/// Runs stopped at their deadline or by a cancellation a worker serves before it is replaced:
+/// each leaves two of its 64 descriptors behind.
+const MAX_STOPS_PER_WORKER: u32 = 6;
 
 /// How the pool runs.
 #[derive(Debug, Clone)]
@@ -317,15 +323,19 @@ impl Inner {
                     // cancellation) is never freed whole by the engine: its event loop's two
                     // descriptors and whatever the script still held stay with the process
                     // (README, "The JavaScript engine"), which ran out of descriptors after
-                    // about 25 such runs, and after memory stops sometimes crashed. Its
-                    // worker runs nothing more.
-                    let stopped = report.error.as_ref().and_then(|e| match e.kind {
-                        ErrorKind::Memory => Some("memory"),
-                        ErrorKind::Timeout => Some("timeout"),
-                        ErrorKind::Cancelled => Some("cancelled"),
-                        _ => None,
-                    });
-                    match stopped {
+                    // about 25 such runs, and after memory stops sometimes crashed. A worker
+                    // that stopped a run for memory runs nothing more; one retires after a
+                    // few other stops (a respawn per stop would let one caller's timeouts
+                    // keep the pool starting workers).
+                    let retire = match report.stopped {
+                        Some(Stop::Memory) => Some("memory"),
+                        Some(Stop::Deadline | Stop::Cancelled) => {
+                            worker.stops += 1;
+                            (worker.stops >= MAX_STOPS_PER_WORKER).then_some("stopped")
+                        }
+                        None => None,
+                    };
+                    match retire {
                         Some(why) => self.retire(worker, why),
                         None => self.release(worker),
                     }

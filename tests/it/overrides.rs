@@ -212,7 +212,7 @@ async fn no_method_override_reaches_a_handler_behind_express_method_override() {
 /// The ways a multipart part's head can name the part, `{K}` for the name and `{E}` for the
 /// line ending: read by the book, and as loosely as some parser reads them (Rack searches its
 /// head for `Content-Disposition:` anywhere, takes `Content-ID:` as a name, folds lines).
-const HEADS: [&str; 22] = [
+const HEADS: [&str; 26] = [
     "Content-Disposition: form-data; name=\"{K}\"",
     "content-disposition: form-data; name={K}",
     "X-Content-Disposition: form-data; name=\"{K}\"",
@@ -237,6 +237,12 @@ const HEADS: [&str; 22] = [
     "Content-Disposition: form-data\n\n; name=\"{K}\"",
     "Content-Disposition: form-data;\n\nname={K}",
     "Content-Disposition: form-data; name=\"n\"\n\nContent-Disposition: form-data; name={K}",
+    // A value Rack cuts at a special character, a word that once cut the parameters short,
+    // blanks around `=` (python-multipart and Bottle read past them).
+    "Content-Disposition: form-data; name={K},x",
+    "Content-Disposition: form-data; name={K}/x",
+    "Content-Disposition: form-data; x=content-id; name={K}",
+    "Content-Disposition: form-data; name = \"{K}\"",
 ];
 
 /// Every multipart spelling of `_method` the generator makes that Rack 2.2 (Debian's
@@ -278,6 +284,8 @@ async fn every_multipart_spelling_rack_runs_as_another_method_is_refused() {
             for before in [
                 "",
                 "--b{E}Content-Disposition: form-data; name=\"n\"{E}{E}x{E}",
+                // A delimiter line Rack reads after stripping its blanks.
+                "--b{E}Content-Disposition: form-data; name=\"n\"{E}{E}x{E} ",
             ] {
                 let head = head.replace("{K}", "_method");
                 let body = format!("{before}--b{{E}}{head}{{E}}{{B}}DELETE{{E}}--b--{{E}}")
