@@ -161,10 +161,7 @@ pub async fn search(args: SearchArgs) -> Result<ExitCode> {
     } else {
         Detail::Compact
     };
-    let filters = Filters {
-        method: args.method,
-        group: args.group,
-    };
+    let filters = Filters::new(args.method, args.group);
     let results = docs.search(&args.query, args.limit, detail, &filters)?;
     println!("{}", results.to_text());
     Ok(if results.hits.is_empty() {

@@ -66,6 +66,19 @@ pub struct Filters {
     pub group: Option<String>,
 }
 
+impl Filters {
+    /// Filters on `method` and `group`, as a client sent them. An empty one (`""`, blanks)
+    /// is none: clients that make every optional property required (the OpenAI Agents SDK's
+    /// strict schemas) send `""` for a filter the model did not mean.
+    pub fn new(method: Option<String>, group: Option<String>) -> Self {
+        let given = |value: Option<String>| value.filter(|v| !v.trim().is_empty());
+        Self {
+            method: given(method),
+            group: given(group),
+        }
+    }
+}
+
 /// Builds the index in memory.
 pub fn build(api: &Api, guides: &[GuideSection]) -> Result<Built, SearchError> {
     let mut schema = Schema::builder();

@@ -188,10 +188,7 @@ impl SdkboxServer {
         Parameters(tools::Checked(input)): Parameters<tools::Checked<tools::SearchDocs>>,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let filters = Filters {
-            method: input.method,
-            group: input.group,
-        };
+        let filters = Filters::new(input.method, input.group);
         let limit = input.limit.unwrap_or(DEFAULT_LIMIT);
         let detail = input.detail.unwrap_or_default();
         // A few searches at once: each costs a core and some memory, whoever sends them.

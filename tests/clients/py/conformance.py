@@ -53,6 +53,13 @@ async def main():
             result = await call("search_docs", {"query": "list", "group": "ordrs"})
             assert "did you mean `orders`" in result.structured_content["hint"], result.structured_content
 
+        async def search_empty_filters():
+            # As the OpenAI Agents SDK's strict schemas make a model send them: every optional
+            # property present, the filters it did not mean empty.
+            args = {"query": "refund an order", "limit": 5, "detail": "compact", "method": "", "group": ""}
+            result = await call("search_docs", args)
+            assert result.structured_content["hits"][0]["id"] == "api.refunds.create", result.structured_content
+
         async def execute_ok():
             code = (
                 "const paid = [];\n"
@@ -137,6 +144,7 @@ async def main():
             ("search_hits", search_hits),
             ("search_no_hits", search_no_hits),
             ("search_hint", search_hint),
+            ("search_empty_filters", search_empty_filters),
             ("execute_ok", execute_ok),
             ("execute_script_error", execute_script_error),
             ("execute_syntax_error", execute_syntax_error),
