@@ -57,6 +57,25 @@ pub fn declarations(api: &Api) -> String {
     out
 }
 
+/// The SDK's groups by the name the compiler gives their types in its messages (the group's
+/// last part as an identifier: `devices` for `zeroTrust.devices`), each with the groups it
+/// may be; the root is `SdkboxApi`, the group `""`.
+pub fn group_types(api: &Api) -> HashMap<String, Vec<String>> {
+    let mut types: HashMap<String, Vec<String>> = HashMap::new();
+    types.insert("SdkboxApi".to_owned(), vec![String::new()]);
+    for op in &api.operations {
+        let parts: Vec<&str> = op.group.split('.').filter(|p| !p.is_empty()).collect();
+        for end in 1..=parts.len() {
+            let group = parts[..end].join(".");
+            let paths = types.entry(identifier(parts[end - 1])).or_default();
+            if !paths.contains(&group) {
+                paths.push(group);
+            }
+        }
+    }
+    types
+}
+
 /// A group of the SDK: its methods and the groups nested in it.
 #[derive(Default)]
 struct Group<'a> {

@@ -10,7 +10,7 @@ mod names;
 mod typescript;
 mod validate;
 
-pub use declarations::{GLOBALS, declarations};
+pub use declarations::{GLOBALS, declarations, group_types};
 pub use typescript::{call_hint, signature, type_of};
 pub use validate::did_you_mean;
 

@@ -28,6 +28,8 @@ pub struct Document {
     literal_arguments: Vec<(usize, usize)>,
     /// Literal values written in an SDK call's arguments (`status: "payed"`, key included).
     literal_values: Vec<(usize, usize)>,
+    /// Property names that are called (`list.filter` in `list.filter(...)`), anywhere.
+    called: Vec<(usize, usize)>,
     line_starts: Vec<usize>,
 }
 
@@ -145,6 +147,7 @@ impl Document {
             calls: spans.calls.into_iter().map(to_range).collect(),
             literal_arguments: spans.literal_arguments.into_iter().map(to_range).collect(),
             literal_values: spans.literal_values.into_iter().map(to_range).collect(),
+            called: spans.called.into_iter().map(to_range).collect(),
             line_starts,
             text,
             offset,
@@ -206,6 +209,11 @@ impl Document {
         self.within(&self.literal_values, line, character)
     }
 
+    /// Whether a position is at a property name that is called (`x.filter(...)`).
+    pub fn at_called_property(&self, line: u32, character: u32) -> bool {
+        self.within(&self.called, line, character)
+    }
+
     fn within(&self, spans: &[(usize, usize)], line: u32, character: u32) -> bool {
         self.at(line, character)
             .is_some_and(|at| spans.iter().any(|(lo, hi)| (*lo..*hi).contains(&at)))
@@ -262,6 +270,7 @@ struct Spans {
     calls: Vec<(u32, u32)>,
     literal_arguments: Vec<(u32, u32)>,
     literal_values: Vec<(u32, u32)>,
+    called: Vec<(u32, u32)>,
     start: u32,
 }
 
@@ -316,6 +325,20 @@ fn literals(expr: &Expr, out: &mut Vec<(u32, u32)>) {
     }
 }
 
+/// Where the name of the property a callee calls is (`filter` in `list.filter`, `list?.filter`,
+/// `(list.filter)`), if the callee is a property.
+fn called_property(callee: &Expr) -> Option<deno_ast::swc::common::Span> {
+    match callee {
+        Expr::Member(member) => Some(member.prop.span()),
+        Expr::Paren(paren) => called_property(&paren.expr),
+        Expr::OptChain(chain) => match &*chain.base {
+            deno_ast::swc::ast::OptChainBase::Member(member) => Some(member.prop.span()),
+            deno_ast::swc::ast::OptChainBase::Call(_) => None,
+        },
+        _ => None,
+    }
+}
+
 /// `api.orders.retrieve` for a chain of plain names, else `None`.
 fn dotted(member: &MemberExpr) -> Option<String> {
     let prop = match &member.prop {
@@ -331,6 +354,13 @@ fn dotted(member: &MemberExpr) -> Option<String> {
 }
 
 impl Visit for Spans {
+    fn visit_opt_call(&mut self, call: &deno_ast::swc::ast::OptCall) {
+        if let Some(prop) = called_property(&call.callee) {
+            self.called.push((prop.lo.0, prop.hi.0));
+        }
+        call.visit_children_with(self);
+    }
+
     fn visit_member_expr(&mut self, member: &MemberExpr) {
         if rooted_at_api(&member.obj) {
             self.names
@@ -340,6 +370,11 @@ impl Visit for Spans {
     }
 
     fn visit_call_expr(&mut self, call: &CallExpr) {
+        if let Callee::Expr(callee) = &call.callee
+            && let Some(prop) = called_property(callee)
+        {
+            self.called.push((prop.lo.0, prop.hi.0));
+        }
         if let Callee::Expr(callee) = &call.callee
             && rooted_at_api(callee)
         {

@@ -15,6 +15,7 @@ mod lsp;
 pub use checker::{Checker, Diagnostic, Unchecked};
 pub use document::Document;
 
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -220,6 +221,11 @@ pub struct TypeCheck {
     /// The SDK the declarations were made from: a name it resolves (a spelling an official
     /// SDK uses) is no error, whatever the declarations say.
     sdk: Arc<Sdk>,
+    /// The response and schema types the declarations name: values parsed from JSON, which
+    /// have no methods but those of objects and arrays.
+    json_types: Arc<HashSet<String>>,
+    /// The SDK's group types as the compiler names them, and the groups each may be.
+    group_types: Arc<HashMap<String, Vec<String>>>,
 }
 
 impl TypeCheck {
@@ -244,6 +250,11 @@ impl TypeCheck {
             return None;
         }
         let declarations = crate::sdk::declarations(sdk.api());
+        let json_types = Arc::new(json_types(&declarations));
+        let mut group_types = crate::sdk::group_types(sdk.api());
+        // A name that is a schema's too is not certainly the SDK's.
+        group_types.retain(|name, _| !json_types.contains(name));
+        let group_types = Arc::new(group_types);
         let checker = Arc::new(OnceLock::new());
         match compiler::locate(tsc) {
             compiler::Located::Ready(tsc) => {
@@ -287,7 +298,13 @@ impl TypeCheck {
                 });
             }
         }
-        Some(Self { mode, checker, sdk })
+        Some(Self {
+            mode,
+            checker,
+            sdk,
+            json_types,
+            group_types,
+        })
     }
 
     /// Starts checking `code` for `who` while it runs (see [`Checking`]): its verdict opens
@@ -415,13 +432,29 @@ impl TypeCheck {
             .into_iter()
             .filter(|d| !self.resolves(&document, d))
             .collect();
-        judge(&document, code, &diagnostics, self.mode)
+        let known = Known {
+            document: &document,
+            json_types: &self.json_types,
+            group_types: &self.group_types,
+        };
+        judge(&known, code, &diagnostics, self.mode)
     }
 
-    /// Whether `diagnostic` is about an SDK name the SDK resolves after all.
+    /// Whether `diagnostic` is about an SDK name the SDK resolves after all: written from
+    /// `api` (`api.orders.retrieve`), or reached another way (an alias, destructuring, an
+    /// optional chain), as the compiler names its group (`type 'Sdk.orders'`).
     fn resolves(&self, document: &Document, diagnostic: &Diagnostic) -> bool {
         if !matches!(diagnostic.code, 2339 | 2551 | 2349) {
             return false;
+        }
+        if let (Some(groups), Some(method)) = (
+            sdk_type_in(&diagnostic.message, &self.group_types),
+            property_in(&diagnostic.message),
+        ) && groups
+            .iter()
+            .any(|group| !group.is_empty() && self.sdk.operation(group, method).is_ok())
+        {
+            return true;
         }
         let Some(Some(name)) = document.sdk_name_at(diagnostic.line, diagnostic.character) else {
             return false;
@@ -434,12 +467,87 @@ impl TypeCheck {
     }
 }
 
+/// What the verdict reads besides the diagnostics: the checked document, and which types are
+/// values parsed from JSON.
+struct Known<'a> {
+    document: &'a Document,
+    json_types: &'a HashSet<String>,
+    group_types: &'a HashMap<String, Vec<String>>,
+}
+
+/// The type aliases the declarations make for the spec's schemas and responses.
+fn json_types(declarations: &str) -> HashSet<String> {
+    declarations
+        .lines()
+        .filter_map(|line| line.strip_prefix("type "))
+        .filter_map(|rest| rest.split_once(" = ").map(|(name, _)| name.to_owned()))
+        .collect()
+}
+
+/// The groups the SDK type a "does not exist on type" message names may be (`""` for
+/// `SdkboxApi`, the root): the compiler names a group's type by its last part (`refunds`),
+/// or by its path in `Sdk` (`Sdk.zeroTrust.devices`).
+fn sdk_type_in<'a>(
+    message: &str,
+    group_types: &'a HashMap<String, Vec<String>>,
+) -> Option<&'a [String]> {
+    let named = type_in(message)?;
+    let last = named.rsplit('.').next().unwrap_or(named);
+    let groups = group_types.get(last)?;
+    match named.strip_prefix("Sdk.") {
+        // A path: only its own group.
+        Some(path) => groups
+            .iter()
+            .position(|g| g == path)
+            .map(|at| &groups[at..=at]),
+        None if named.contains('.') => None,
+        None => Some(groups.as_slice()),
+    }
+}
+
+/// The type a "does not exist on type 'T'" message names.
+fn type_in(message: &str) -> Option<&str> {
+    let (_, rest) = message.split_once("on type '")?;
+    rest.rsplit_once('\'')
+        .map(|(ty, _)| ty.split("'. ").next().unwrap_or(ty))
+}
+
+/// The property a "Property 'x' does not exist" message is about.
+fn property_in(message: &str) -> Option<&str> {
+    message.strip_prefix("Property '")?.split('\'').next()
+}
+
+/// Whether `ty` (as a message names it) is a value parsed from JSON: a schema or response
+/// type of the declarations, an object type written out (`{ id: string; ... }`), or an array
+/// of them; or a promise of one (an SDK call not awaited).
+fn is_json_type(ty: &str, json_types: &HashSet<String>) -> bool {
+    let ty = ty
+        .strip_prefix("Promise<")
+        .and_then(|t| t.strip_suffix('>'))
+        .unwrap_or(ty);
+    json_types.contains(ty) || (ty.starts_with("{ ") && ty.ends_with(" }"))
+}
+
 /// Whether a diagnostic is certain enough to stop a run: only what the runtime SDK would
 /// refuse too, whatever the values the code computes. Grammar the sandbox's parser accepts is
 /// never a reason.
-fn blocks(diagnostic: &Diagnostic, document: &Document) -> bool {
+fn blocks(diagnostic: &Diagnostic, known: &Known<'_>) -> bool {
+    let document = known.document;
     let (line, character) = (diagnostic.line, diagnostic.character);
     match diagnostic.code {
+        // An SDK name that does not exist (names the SDK resolves were set aside), written
+        // from `api` or reached another way (its type is the SDK's or one of its groups').
+        2339 | 2551 if sdk_type_in(&diagnostic.message, known.group_types).is_some() => true,
+        // A method called on a value parsed from JSON that its type lacks: JSON has no
+        // functions, so the call throws whatever the response holds (`list.filter(...)` on
+        // a list object, `.json()` on a parsed body).
+        2339 | 2551
+            if document.at_called_property(line, character)
+                && type_in(&diagnostic.message)
+                    .is_some_and(|ty| is_json_type(ty, known.json_types)) =>
+        {
+            true
+        }
         // An SDK name that does not exist (names the SDK resolves were set aside), or an SDK
         // name called that is not a method.
         2339 | 2551 | 2349 => document.sdk_name_at(line, character).is_some(),
@@ -465,7 +573,8 @@ fn blocks(diagnostic: &Diagnostic, document: &Document) -> bool {
 }
 
 /// The verdict on `code`, from its diagnostics.
-fn judge(document: &Document, code: &str, diagnostics: &[Diagnostic], mode: Mode) -> Verdict {
+fn judge(known: &Known<'_>, code: &str, diagnostics: &[Diagnostic], mode: Mode) -> Verdict {
+    let document = known.document;
     let lines: Vec<&str> = code.trim_start_matches('\u{FEFF}').lines().collect();
     // The model's 1-based line and character (the compiler counts UTF-16 units), or no line
     // when the diagnostic is on sdkbox's wrapper.
@@ -498,7 +607,7 @@ fn judge(document: &Document, code: &str, diagnostics: &[Diagnostic], mode: Mode
     };
     let (stopping, warning): (Vec<&Diagnostic>, Vec<&Diagnostic>) = diagnostics
         .iter()
-        .partition(|d| mode == Mode::Block && blocks(d, document));
+        .partition(|d| mode == Mode::Block && blocks(d, known));
     let warnings: Vec<String> = warning.iter().take(MAX_WARNINGS).map(|d| said(d)).collect();
     let Some(first) = stopping.first() else {
         return Verdict::Run(warnings);
@@ -569,12 +678,15 @@ mod tests {
             2551,
             "Property 'dataa' does not exist. Did you mean 'data'?",
         );
-        let Verdict::Stop(error) = judge(
-            &document,
-            code,
-            &[method.clone(), field.clone()],
-            Mode::Block,
-        ) else {
+        let (json_types, group_types) = (HashSet::new(), HashMap::new());
+        let known = Known {
+            document: &document,
+            json_types: &json_types,
+            group_types: &group_types,
+        };
+        let Verdict::Stop(error) =
+            judge(&known, code, &[method.clone(), field.clone()], Mode::Block)
+        else {
             panic!("a misspelled method must stop the run");
         };
         assert_eq!(error.kind, ErrorKind::Type);
@@ -593,13 +705,13 @@ mod tests {
         );
         // A response field: a warning only. In warn mode nothing stops.
         assert_eq!(
-            judge(&document, code, std::slice::from_ref(&field), Mode::Block),
+            judge(&known, code, std::slice::from_ref(&field), Mode::Block),
             Verdict::Run(vec![
                 "2:10 TS2551: Property 'dataa' does not exist. Did you mean 'data'?".into()
             ])
         );
         assert!(
-            matches!(judge(&document, code, &[method], Mode::Warn), Verdict::Run(w) if w.len() == 1)
+            matches!(judge(&known, code, &[method], Mode::Warn), Verdict::Run(w) if w.len() == 1)
         );
     }
 }
