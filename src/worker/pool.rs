@@ -24,9 +24,9 @@ use crate::sandbox::{
 };
 use crate::sdk::Sdk;
 
-/// Runs stopped at their deadline or by a cancellation a worker serves before it is replaced:
-/// each leaves two of its 64 descriptors behind.
-const MAX_STOPS_PER_WORKER: u32 = 6;
+/// Descriptors a run stopped from outside leaves in its worker (its event loop's): a worker
+/// may open this many more for each run it serves before it is recycled.
+const DESCRIPTORS_PER_RUN: u64 = 2;
 
 /// How the pool runs.
 #[derive(Debug, Clone)]
@@ -322,22 +322,14 @@ impl Inner {
                     // A runtime stopped from outside (its memory limit, its deadline, a
                     // cancellation) is never freed whole by the engine: its event loop's two
                     // descriptors and whatever the script still held stay with the process
-                    // (README, "The JavaScript engine"), which ran out of descriptors after
-                    // about 25 such runs, and after memory stops sometimes crashed. A worker
-                    // that stopped a run for memory runs nothing more; one retires after a
-                    // few other stops (a respawn per stop would let one caller's timeouts
-                    // keep the pool starting workers).
-                    let retire = match report.stopped {
-                        Some(Stop::Memory) => Some("memory"),
-                        Some(Stop::Deadline | Stop::Cancelled) => {
-                            worker.stops += 1;
-                            (worker.stops >= MAX_STOPS_PER_WORKER).then_some("stopped")
-                        }
-                        None => None,
-                    };
-                    match retire {
-                        Some(why) => self.retire(worker, why),
-                        None => self.release(worker),
+                    // (README, "The JavaScript engine"). A worker may open enough
+                    // descriptors for every run it serves before it is recycled (see
+                    // `start_worker`), and the resident-size recycling bounds the rest; one
+                    // that stopped a run for memory runs nothing more (runs after memory
+                    // stops on the same process sometimes crashed).
+                    match report.stopped {
+                        Some(Stop::Memory) => self.retire(worker, "memory"),
+                        _ => self.release(worker),
                     }
                     return report;
                 }
@@ -365,7 +357,13 @@ impl Inner {
     async fn start_worker(self: &Arc<Self>) -> Result<WorkerProcess, PoolError> {
         self.live.fetch_add(1, Ordering::SeqCst);
         let snapshot = self.snapshot.as_ref().map(|(path, _)| path.as_path());
-        let started = WorkerProcess::start(&self.config.exe, &self.config.worker, snapshot).await;
+        // Room for what every run it serves may leave behind, besides its own.
+        let mut settings = self.config.worker;
+        settings.process.open_files = settings
+            .process
+            .open_files
+            .saturating_add(DESCRIPTORS_PER_RUN * u64::from(self.config.max_runs));
+        let started = WorkerProcess::start(&self.config.exe, &settings, snapshot).await;
         match &started {
             Ok(worker) => lock(&self.pids).extend(worker.pid()),
             Err(_) => {

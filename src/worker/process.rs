@@ -105,8 +105,6 @@ pub struct WorkerProcess {
     pid: Option<u32>,
     /// Executions it has completed.
     pub runs: u32,
-    /// Executions whose runtime was stopped at its deadline or by a cancellation.
-    pub stops: u32,
     /// The egress identity of the executions it ran (see `Egress::identity`): a worker
     /// serves one caller, so one that was taken over cannot act for another.
     pub served: Option<u64>,
@@ -157,7 +155,6 @@ impl WorkerProcess {
             child,
             channel,
             runs: 0,
-            stops: 0,
             served: None,
             _home: home,
         };

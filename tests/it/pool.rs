@@ -189,14 +189,14 @@ async fn a_memory_stop_is_a_memory_error_and_retires_its_worker() {
 /// script held) for the rest of its process's life: the engine never frees it whole (README,
 /// "The JavaScript engine"). A series of scripts that hold some memory and run past their
 /// deadline once ran a worker out of descriptors after about 25 (every later run on it an
-/// internal error, "Too many open files"); a worker is now replaced after a few such stops,
-/// and each run ends as a timeout. Workers here may open 32 descriptors: without the
-/// replacement the 20th run failed.
+/// internal error, "Too many open files"); a worker may now open two more descriptors for
+/// each run it serves before it is recycled, and each run ends as a timeout. Workers here
+/// have 24 of their own and are recycled after 12 runs: without the room the 11th run failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_stopped_at_their_deadline_never_pile_up_in_a_worker() {
     let mut config = config(1);
-    config.worker.process.open_files = 32;
-    config.max_runs = 10_000;
+    config.worker.process.open_files = 24;
+    config.max_runs = 12;
     config.max_rss_bytes = u64::MAX;
     let pool = offline_pool(config).await;
     let code = "const keep = []; for (let i = 0; i < 4; i++) keep.push(new Uint8Array(1 << 20).fill(1)); while (true) {}";
@@ -209,9 +209,10 @@ async fn runs_stopped_at_their_deadline_never_pile_up_in_a_worker() {
             "run {attempt}: {outcome:?}"
         );
     }
+    // 30 runs on two workers of 12 runs each: one at least was recycled.
     let last = pool.worker_pids();
     assert!(
-        first.iter().all(|pid| !last.contains(pid)),
+        first.iter().any(|pid| !last.contains(pid)),
         "the first workers still serve ({first:?}, {last:?})"
     );
     still_serving(&pool).await;
