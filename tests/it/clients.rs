@@ -36,11 +36,12 @@ const APPROVAL_CHECKS: [&str; 14] = [
 ];
 
 /// Every check a conformance client runs; each must run and pass.
-const CHECKS: [&str; 13] = [
+const CHECKS: [&str; 14] = [
     "tools",
     "search_hits",
     "search_no_hits",
     "search_hint",
+    "search_empty_filters",
     "execute_ok",
     "execute_script_error",
     "execute_syntax_error",

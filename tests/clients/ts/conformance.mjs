@@ -54,6 +54,14 @@ await check("search_hint", async () => {
   assert(result.structuredContent.hint.includes("did you mean `orders`"), JSON.stringify(result.structuredContent));
 });
 
+// As the OpenAI Agents SDK's strict schemas make a model send them: every optional property
+// present, the filters it did not mean empty.
+await check("search_empty_filters", async () => {
+  const args = { query: "refund an order", limit: 5, detail: "compact", method: "", group: "" };
+  const result = await callTool("search_docs", args);
+  assert(result.structuredContent.hits[0].id === "api.refunds.create", JSON.stringify(result.structuredContent));
+});
+
 await check("execute_ok", async () => {
   const code =
     "const paid = [];\nfor await (const o of api.paginate(api.orders.list, { status: 'paid', limit: 4 })) paid.push(o.id);\nreturn { count: paid.length, first: paid[0] };";
