@@ -68,6 +68,13 @@ impl Sdk {
         Ok(&self.api.operations[index])
     }
 
+    /// Whether `api.<group>` reaches a group of the SDK at run time (see [`Sdk::operation`]
+    /// for how names are found): for the type check, which sees groups reached through
+    /// aliases.
+    pub fn has_group(&self, group: &str) -> bool {
+        !group.is_empty() && self.names.has_group(group)
+    }
+
     /// Checks a call against the spec and encodes it as a request for egress.
     pub fn prepare(&self, call: &SdkCall) -> Result<ScriptRequest, CallError> {
         let op = self.operation(&call.group, &call.method)?;

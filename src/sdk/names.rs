@@ -89,6 +89,16 @@ impl Names {
         }
     }
 
+    /// Whether `api.<group>` (dotted) reaches a group at run time: a group, or one nested
+    /// groups sit under, named so up to case and plural.
+    pub(super) fn has_group(&self, group: &str) -> bool {
+        let depth = group.split('.').count();
+        self.groups.keys().any(|name| {
+            let parts: Vec<&str> = name.split('.').collect();
+            parts.len() >= depth && same_group(&parts[..depth].join("."), group)
+        })
+    }
+
     /// The index of the operation `api.<group>.<method>` names, or an error that says what
     /// exists.
     pub(super) fn find(&self, group: &str, method: &str) -> Result<usize, CallError> {

@@ -30,6 +30,17 @@ pub struct Document {
     literal_values: Vec<(usize, usize)>,
     /// Property names that are called (`list.filter` in `list.filter(...)`), anywhere.
     called: Vec<(usize, usize)>,
+    /// Those of them called on what an SDK call returned (`runs.filter(...)` after
+    /// `const runs = await api.actions.listRuns(...)`, or on `(await api...)` itself).
+    called_on_responses: Vec<(usize, usize)>,
+    /// `api.request` calls with a literal method and path.
+    pub raw_requests: Vec<super::routes::RawRequest>,
+    /// Names of the types the code declares itself (interfaces, aliases, classes, enums,
+    /// type parameters): a message naming one may not be about the SDK's.
+    pub declared_types: std::collections::HashSet<String>,
+    /// Property names the code gives values itself (`x.total = ...`, `{ total() {} }`): a
+    /// value may have them whatever its declared type says.
+    pub assigned_names: std::collections::HashSet<String>,
     line_starts: Vec<usize>,
 }
 
@@ -135,7 +146,27 @@ impl Document {
         };
         let mut line_starts = vec![0];
         line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        let raw_requests = spans
+            .raw_requests
+            .into_iter()
+            .map(|(method, path, at)| {
+                let at = at.saturating_sub(start) as usize;
+                let line = line_starts.partition_point(|s| *s <= at).saturating_sub(1);
+                let character = text
+                    .get(line_starts[line]..at)
+                    .map_or(0, |before| before.encode_utf16().count());
+                super::routes::RawRequest {
+                    method,
+                    path,
+                    line: line as u32,
+                    character: character as u32,
+                }
+            })
+            .collect();
         Self {
+            raw_requests,
+            declared_types: spans.declared_types,
+            assigned_names: spans.assigned_names,
             names: spans
                 .names
                 .into_iter()
@@ -148,6 +179,11 @@ impl Document {
             literal_arguments: spans.literal_arguments.into_iter().map(to_range).collect(),
             literal_values: spans.literal_values.into_iter().map(to_range).collect(),
             called: spans.called.into_iter().map(to_range).collect(),
+            called_on_responses: spans
+                .called_on_responses
+                .into_iter()
+                .map(to_range)
+                .collect(),
             line_starts,
             text,
             offset,
@@ -214,6 +250,11 @@ impl Document {
         self.within(&self.called, line, character)
     }
 
+    /// Whether a position is at a property name called on what an SDK call returned.
+    pub fn at_called_on_response(&self, line: u32, character: u32) -> bool {
+        self.within(&self.called_on_responses, line, character)
+    }
+
     fn within(&self, spans: &[(usize, usize)], line: u32, character: u32) -> bool {
         self.at(line, character)
             .is_some_and(|at| spans.iter().any(|(lo, hi)| (*lo..*hi).contains(&at)))
@@ -271,6 +312,15 @@ struct Spans {
     literal_arguments: Vec<(u32, u32)>,
     literal_values: Vec<(u32, u32)>,
     called: Vec<(u32, u32)>,
+    called_on_responses: Vec<(u32, u32)>,
+    /// Variables holding what an SDK call returned (`const runs = await api...`), or parts of
+    /// it (`const { data } = await api...`).
+    responses: std::collections::HashSet<String>,
+    /// `api.request` calls with a literal method and path: the method, the path, where the
+    /// path starts.
+    raw_requests: Vec<(String, Vec<super::routes::Part>, u32)>,
+    declared_types: std::collections::HashSet<String>,
+    assigned_names: std::collections::HashSet<String>,
     start: u32,
 }
 
@@ -325,16 +375,112 @@ fn literals(expr: &Expr, out: &mut Vec<(u32, u32)>) {
     }
 }
 
+impl Spans {
+    /// Notes the property `callee` calls, if it is one, and whether it is called on what an
+    /// SDK call returned.
+    fn note_called(&mut self, callee: &Expr) {
+        let Some((prop, receiver)) = called_property(callee) else {
+            return;
+        };
+        self.called.push((prop.lo.0, prop.hi.0));
+        if self.is_response(receiver) {
+            self.called_on_responses.push((prop.lo.0, prop.hi.0));
+        }
+    }
+
+    /// Whether `expr` is what an SDK call returned, or a part of it: a variable holding one,
+    /// the call itself (awaited or not), and members of either.
+    fn is_response(&self, expr: &Expr) -> bool {
+        match expr {
+            Expr::Ident(ident) => self.responses.contains(ident.sym.as_ref()),
+            Expr::Member(member) => self.is_response(&member.obj),
+            Expr::OptChain(chain) => match &*chain.base {
+                deno_ast::swc::ast::OptChainBase::Member(member) => self.is_response(&member.obj),
+                deno_ast::swc::ast::OptChainBase::Call(_) => false,
+            },
+            Expr::Paren(paren) => self.is_response(&paren.expr),
+            other => is_sdk_result(other),
+        }
+    }
+}
+
+/// Whether `expr` is an SDK call (`api.x.y(...)`), awaited or not.
+fn is_sdk_result(expr: &Expr) -> bool {
+    match expr {
+        Expr::Await(awaited) => is_sdk_result(&awaited.arg),
+        Expr::Paren(paren) => is_sdk_result(&paren.expr),
+        Expr::Call(call) => matches!(&call.callee, Callee::Expr(callee) if rooted_at_api(callee)),
+        _ => false,
+    }
+}
+
 /// Where the name of the property a callee calls is (`filter` in `list.filter`, `list?.filter`,
-/// `(list.filter)`), if the callee is a property.
-fn called_property(callee: &Expr) -> Option<deno_ast::swc::common::Span> {
+/// `(list.filter)`), and what it is called on, if the callee is a property.
+fn called_property(callee: &Expr) -> Option<(deno_ast::swc::common::Span, &Expr)> {
     match callee {
-        Expr::Member(member) => Some(member.prop.span()),
+        Expr::Member(member) => Some((member.prop.span(), &member.obj)),
         Expr::Paren(paren) => called_property(&paren.expr),
         Expr::OptChain(chain) => match &*chain.base {
-            deno_ast::swc::ast::OptChainBase::Member(member) => Some(member.prop.span()),
+            deno_ast::swc::ast::OptChainBase::Member(member) => {
+                Some((member.prop.span(), &member.obj))
+            }
             deno_ast::swc::ast::OptChainBase::Call(_) => None,
         },
+        _ => None,
+    }
+}
+
+/// The text of a string literal or a template without substitutions.
+fn literal_text(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::Lit(deno_ast::swc::ast::Lit::Str(text)) => {
+            Some(text.value.to_string_lossy().into_owned())
+        }
+        Expr::Tpl(template) if template.exprs.is_empty() => template
+            .quasis
+            .first()
+            .and_then(|q| q.cooked.as_ref())
+            .map(|c| c.to_string_lossy().into_owned()),
+        _ => None,
+    }
+}
+
+/// A path written as a string literal or a template (its substitutions any text), its query
+/// cut off; `None` for anything else, or a path that may not be relative to the API's base.
+fn path_parts(expr: &Expr) -> Option<Vec<super::routes::Part>> {
+    use super::routes::Part;
+    let mut parts = Vec::new();
+    match expr {
+        Expr::Tpl(template) => {
+            for (n, quasi) in template.quasis.iter().enumerate() {
+                let text = quasi.cooked.as_ref()?.to_string_lossy().into_owned();
+                parts.push(Part::Text(text));
+                if n < template.exprs.len() {
+                    parts.push(Part::Any);
+                }
+            }
+        }
+        other => parts.push(Part::Text(literal_text(other)?)),
+    }
+    // The path ends where a written query or fragment begins (a substitution could hold one
+    // too: what follows it may be query).
+    let mut cut = Vec::new();
+    for part in parts {
+        match part {
+            Part::Text(text) => {
+                let end = text.find(['?', '#']);
+                cut.push(Part::Text(text[..end.unwrap_or(text.len())].to_owned()));
+                if end.is_some() {
+                    break;
+                }
+            }
+            Part::Any => cut.push(Part::Any),
+        }
+    }
+    // Only a path from the API's root: an absolute URL, or a path not starting at `/` from a
+    // substitution, is not judged here.
+    match cut.first() {
+        Some(Part::Text(first)) if first.starts_with('/') && !first.starts_with("//") => Some(cut),
         _ => None,
     }
 }
@@ -354,11 +500,98 @@ fn dotted(member: &MemberExpr) -> Option<String> {
 }
 
 impl Visit for Spans {
-    fn visit_opt_call(&mut self, call: &deno_ast::swc::ast::OptCall) {
-        if let Some(prop) = called_property(&call.callee) {
-            self.called.push((prop.lo.0, prop.hi.0));
+    fn visit_ts_interface_decl(&mut self, decl: &deno_ast::swc::ast::TsInterfaceDecl) {
+        self.declared_types.insert(decl.id.sym.to_string());
+        decl.visit_children_with(self);
+    }
+
+    fn visit_ts_type_alias_decl(&mut self, decl: &deno_ast::swc::ast::TsTypeAliasDecl) {
+        self.declared_types.insert(decl.id.sym.to_string());
+        decl.visit_children_with(self);
+    }
+
+    fn visit_ts_enum_decl(&mut self, decl: &deno_ast::swc::ast::TsEnumDecl) {
+        self.declared_types.insert(decl.id.sym.to_string());
+        decl.visit_children_with(self);
+    }
+
+    fn visit_class_decl(&mut self, decl: &deno_ast::swc::ast::ClassDecl) {
+        self.declared_types.insert(decl.ident.sym.to_string());
+        decl.visit_children_with(self);
+    }
+
+    fn visit_ts_type_param(&mut self, param: &deno_ast::swc::ast::TsTypeParam) {
+        self.declared_types.insert(param.name.sym.to_string());
+        param.visit_children_with(self);
+    }
+
+    fn visit_assign_expr(&mut self, assign: &deno_ast::swc::ast::AssignExpr) {
+        use deno_ast::swc::ast::{AssignTarget, SimpleAssignTarget};
+        if let AssignTarget::Simple(SimpleAssignTarget::Member(member)) = &assign.left
+            && let MemberProp::Ident(name) = &member.prop
+        {
+            self.assigned_names.insert(name.sym.to_string());
         }
+        assign.visit_children_with(self);
+    }
+
+    fn visit_prop(&mut self, prop: &Prop) {
+        use deno_ast::swc::ast::PropName;
+        let key = match prop {
+            Prop::KeyValue(pair) => Some(&pair.key),
+            Prop::Method(method) => Some(&method.key),
+            Prop::Getter(getter) => Some(&getter.key),
+            Prop::Setter(setter) => Some(&setter.key),
+            Prop::Shorthand(name) => {
+                self.assigned_names.insert(name.sym.to_string());
+                None
+            }
+            Prop::Assign(_) => None,
+        };
+        match key {
+            Some(PropName::Ident(name)) => {
+                self.assigned_names.insert(name.sym.to_string());
+            }
+            Some(PropName::Str(text)) => {
+                self.assigned_names
+                    .insert(text.value.to_string_lossy().into_owned());
+            }
+            _ => {}
+        }
+        prop.visit_children_with(self);
+    }
+
+    fn visit_opt_call(&mut self, call: &deno_ast::swc::ast::OptCall) {
+        self.note_called(&call.callee);
         call.visit_children_with(self);
+    }
+
+    fn visit_var_declarator(&mut self, declarator: &deno_ast::swc::ast::VarDeclarator) {
+        use deno_ast::swc::ast::ObjectPatProp;
+        if declarator.init.as_deref().is_some_and(is_sdk_result) {
+            match &declarator.name {
+                Pat::Ident(name) => {
+                    self.responses.insert(name.id.sym.to_string());
+                }
+                Pat::Object(object) => {
+                    for prop in &object.props {
+                        match prop {
+                            ObjectPatProp::Assign(assign) => {
+                                self.responses.insert(assign.key.sym.to_string());
+                            }
+                            ObjectPatProp::KeyValue(pair) => {
+                                if let Pat::Ident(name) = &*pair.value {
+                                    self.responses.insert(name.id.sym.to_string());
+                                }
+                            }
+                            ObjectPatProp::Rest(_) => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        declarator.visit_children_with(self);
     }
 
     fn visit_member_expr(&mut self, member: &MemberExpr) {
@@ -370,10 +603,18 @@ impl Visit for Spans {
     }
 
     fn visit_call_expr(&mut self, call: &CallExpr) {
+        if let Callee::Expr(callee) = &call.callee {
+            self.note_called(callee);
+        }
         if let Callee::Expr(callee) = &call.callee
-            && let Some(prop) = called_property(callee)
+            && let Expr::Member(member) = &**callee
+            && dotted(member).as_deref() == Some("api.request")
+            && let [method, path, ..] = &call.args[..]
+            && let Some(method) = literal_text(&method.expr)
+            && let Some(parts) = path_parts(&path.expr)
         {
-            self.called.push((prop.lo.0, prop.hi.0));
+            self.raw_requests
+                .push((method.to_ascii_uppercase(), parts, path.expr.span().lo.0));
         }
         if let Callee::Expr(callee) = &call.callee
             && rooted_at_api(callee)

@@ -11,6 +11,7 @@ mod checker;
 pub mod compiler;
 mod document;
 mod lsp;
+mod routes;
 
 pub use checker::{Checker, Diagnostic, Unchecked};
 pub use document::Document;
@@ -251,10 +252,7 @@ impl TypeCheck {
         }
         let declarations = crate::sdk::declarations(sdk.api());
         let json_types = Arc::new(json_types(&declarations));
-        let mut group_types = crate::sdk::group_types(sdk.api());
-        // A name that is a schema's too is not certainly the SDK's.
-        group_types.retain(|name, _| !json_types.contains(name));
-        let group_types = Arc::new(group_types);
+        let group_types = Arc::new(crate::sdk::group_types(sdk.api()));
         let checker = Arc::new(OnceLock::new());
         match compiler::locate(tsc) {
             compiler::Located::Ready(tsc) => {
@@ -427,58 +425,93 @@ impl TypeCheck {
                 return Verdict::Run(vec![format!("not type-checked: {why}")]);
             }
         };
-        // A name the SDK resolves at run time (`api.orders.retrieve` for `get`) is fine.
-        let diagnostics: Vec<Diagnostic> = diagnostics
-            .into_iter()
-            .filter(|d| !self.resolves(&document, d))
-            .collect();
         let known = Known {
             document: &document,
             json_types: &self.json_types,
             group_types: &self.group_types,
+            sdk: &self.sdk,
         };
+        // A name the SDK resolves at run time (`api.orders.retrieve` for `get`) is fine.
+        let mut diagnostics: Vec<Diagnostic> = diagnostics
+            .into_iter()
+            .filter(|d| !resolves(&known, d))
+            .collect();
+        // Raw requests to no route of the API: the compiler cannot see those.
+        diagnostics.extend(document.raw_requests.iter().filter_map(|request| {
+            Some(Diagnostic {
+                code: ROUTE,
+                message: routes::unknown(request, self.sdk.operations())?,
+                line: request.line,
+                character: request.character,
+            })
+        }));
         judge(&known, code, &diagnostics, self.mode)
-    }
-
-    /// Whether `diagnostic` is about an SDK name the SDK resolves after all: written from
-    /// `api` (`api.orders.retrieve`), or reached another way (an alias, destructuring, an
-    /// optional chain), as the compiler names its group (`type 'Sdk.orders'`).
-    fn resolves(&self, document: &Document, diagnostic: &Diagnostic) -> bool {
-        if !matches!(diagnostic.code, 2339 | 2551 | 2349) {
-            return false;
-        }
-        if let (Some(groups), Some(method)) = (
-            sdk_type_in(&diagnostic.message, &self.group_types),
-            property_in(&diagnostic.message),
-        ) && groups
-            .iter()
-            .any(|group| !group.is_empty() && self.sdk.operation(group, method).is_ok())
-        {
-            return true;
-        }
-        let Some(Some(name)) = document.sdk_name_at(diagnostic.line, diagnostic.character) else {
-            return false;
-        };
-        let parts: Vec<&str> = name.split('.').skip(1).collect();
-        let Some((method, group)) = parts.split_last() else {
-            return false;
-        };
-        !group.is_empty() && self.sdk.operation(&group.join("."), method).is_ok()
     }
 }
 
-/// What the verdict reads besides the diagnostics: the checked document, and which types are
-/// values parsed from JSON.
+/// What the verdict reads besides the diagnostics: the checked document, which types are
+/// values parsed from JSON, the SDK's group types, and the SDK that resolves names.
 struct Known<'a> {
     document: &'a Document,
     json_types: &'a HashSet<String>,
     group_types: &'a HashMap<String, Vec<String>>,
+    sdk: &'a Sdk,
+}
+
+/// Whether `diagnostic` is about an SDK name the SDK resolves after all: written from `api`
+/// (`api.orders.retrieve`), or reached another way (an alias, destructuring, an optional
+/// chain) and resolved whichever group its type may be.
+fn resolves(known: &Known<'_>, diagnostic: &Diagnostic) -> bool {
+    if !matches!(diagnostic.code, 2339 | 2551 | 2349) {
+        return false;
+    }
+    // Written from `api`: that very name, and only it (groups of one last name, such as
+    // Stripe's `refunds` and `testHelpers.refunds`, resolve different methods).
+    if let Some(Some(name)) = known
+        .document
+        .sdk_name_at(diagnostic.line, diagnostic.character)
+    {
+        let parts: Vec<&str> = name.split('.').skip(1).collect();
+        let Some((method, group)) = parts.split_last() else {
+            return false;
+        };
+        return !group.is_empty() && known.sdk.operation(&group.join("."), method).is_ok();
+    }
+    on_sdk(known, diagnostic) == Some(true)
+}
+
+/// For a "does not exist on type" diagnostic about the SDK's or one of its groups' types,
+/// reached any way: `Some(true)` when the SDK resolves the name whichever group the type may
+/// be, `Some(false)` when it resolves it for none, `None` when it is not the SDK's type, or
+/// some groups resolve it and some do not.
+fn on_sdk(known: &Known<'_>, diagnostic: &Diagnostic) -> Option<bool> {
+    let groups = sdk_type_in(&diagnostic.message, known.group_types)?;
+    let name = property_in(&diagnostic.message)?;
+    let called = known
+        .document
+        .at_called_property(diagnostic.line, diagnostic.character);
+    let resolved = |group: &String| {
+        let nested = match group.is_empty() {
+            true => name.to_owned(),
+            false => format!("{group}.{name}"),
+        };
+        (!group.is_empty() && known.sdk.operation(group, name).is_ok())
+            || (!called && known.sdk.has_group(&nested))
+    };
+    let count = groups.iter().filter(|g| resolved(g)).count();
+    match count {
+        0 => Some(false),
+        n if n == groups.len() => Some(true),
+        _ => None,
+    }
 }
 
 /// The type aliases the declarations make for the spec's schemas and responses.
 fn json_types(declarations: &str) -> HashSet<String> {
+    // The schemas' and responses' aliases follow `api` itself (the globals come before).
     declarations
         .lines()
+        .skip_while(|line| !line.starts_with("declare const api"))
         .filter_map(|line| line.strip_prefix("type "))
         .filter_map(|rest| rest.split_once(" = ").map(|(name, _)| name.to_owned()))
         .collect()
@@ -507,7 +540,8 @@ fn sdk_type_in<'a>(
 
 /// The type a "does not exist on type 'T'" message names.
 fn type_in(message: &str) -> Option<&str> {
-    let (_, rest) = message.split_once("on type '")?;
+    let first = message.lines().next()?;
+    let (_, rest) = first.split_once("on type '")?;
     rest.rsplit_once('\'')
         .map(|(ty, _)| ty.split("'. ").next().unwrap_or(ty))
 }
@@ -518,15 +552,38 @@ fn property_in(message: &str) -> Option<&str> {
 }
 
 /// Whether `ty` (as a message names it) is a value parsed from JSON: a schema or response
-/// type of the declarations, an object type written out (`{ id: string; ... }`), or an array
-/// of them; or a promise of one (an SDK call not awaited).
-fn is_json_type(ty: &str, json_types: &HashSet<String>) -> bool {
+/// type of the declarations (not one the code declares itself, nor a name an SDK group's
+/// type has too), an array of them, a union of them (`null` and `undefined` aside), or a
+/// promise of one (an SDK call not awaited); an object type written out only when
+/// `on_response` (what it is called on came from an SDK call).
+fn is_json_type(ty: &str, known: &Known<'_>, on_response: bool) -> bool {
     let ty = ty
         .strip_prefix("Promise<")
         .and_then(|t| t.strip_suffix('>'))
         .unwrap_or(ty);
-    json_types.contains(ty) || (ty.starts_with("{ ") && ty.ends_with(" }"))
+    // An object type written out is a response's when what it is called on came from an SDK
+    // call (a response declared inline); else it is the code's own object.
+    if on_response && ty.starts_with("{ ") && ty.trim_end_matches("[]").ends_with('}') {
+        return true;
+    }
+    if ty.contains(['<', '{', '(']) {
+        return false;
+    }
+    let mut members = ty
+        .split(" | ")
+        .map(|member| member.trim_end_matches("[]"))
+        .filter(|member| !matches!(*member, "null" | "undefined"))
+        .peekable();
+    members.peek().is_some()
+        && members.all(|member| {
+            known.json_types.contains(member)
+                && !known.group_types.contains_key(member)
+                && !known.document.declared_types.contains(member)
+        })
 }
+
+/// The code of a diagnostic the check makes itself: an `api.request` to no route of the API.
+const ROUTE: u32 = 0;
 
 /// Whether a diagnostic is certain enough to stop a run: only what the runtime SDK would
 /// refuse too, whatever the values the code computes. Grammar the sandbox's parser accepts is
@@ -535,16 +592,30 @@ fn blocks(diagnostic: &Diagnostic, known: &Known<'_>) -> bool {
     let document = known.document;
     let (line, character) = (diagnostic.line, diagnostic.character);
     match diagnostic.code {
-        // An SDK name that does not exist (names the SDK resolves were set aside), written
-        // from `api` or reached another way (its type is the SDK's or one of its groups').
-        2339 | 2551 if sdk_type_in(&diagnostic.message, known.group_types).is_some() => true,
+        // A literal method and path no operation has.
+        ROUTE => true,
+        // An SDK name that does not exist for any group its type may be (names the SDK
+        // resolves were set aside), reached any way: an alias, destructuring, an optional
+        // chain, a helper's parameter. Not when the code declares a type of that name, or a
+        // schema has it too: the message may be about that one.
+        2339 | 2551
+            if on_sdk(known, diagnostic) == Some(false)
+                && type_in(&diagnostic.message).is_some_and(|ty| {
+                    !document.declared_types.contains(ty) && !known.json_types.contains(ty)
+                }) =>
+        {
+            true
+        }
         // A method called on a value parsed from JSON that its type lacks: JSON has no
         // functions, so the call throws whatever the response holds (`list.filter(...)` on
-        // a list object, `.json()` on a parsed body).
+        // a list object, `.json()` on a parsed body), unless the code gave it that method.
         2339 | 2551
             if document.at_called_property(line, character)
-                && type_in(&diagnostic.message)
-                    .is_some_and(|ty| is_json_type(ty, known.json_types)) =>
+                && property_in(&diagnostic.message)
+                    .is_some_and(|name| !document.assigned_names.contains(name))
+                && type_in(&diagnostic.message).is_some_and(|ty| {
+                    is_json_type(ty, known, document.at_called_on_response(line, character))
+                }) =>
         {
             true
         }
@@ -600,9 +671,13 @@ fn judge(known: &Known<'_>, code: &str, diagnostics: &[Diagnostic], mode: Mode) 
     };
     let said = |d: &Diagnostic| {
         let message = crate::egress::cut(&d.message.replace('\n', " "), MAX_MESSAGE);
+        let code = match d.code {
+            ROUTE => "sdkbox".to_owned(),
+            code => format!("TS{code}"),
+        };
         match place(d) {
-            (Some(line), column) => format!("{line}:{column} TS{}: {message}", d.code),
-            (None, _) => format!("TS{}: {message}", d.code),
+            (Some(line), column) => format!("{line}:{column} {code}: {message}"),
+            (None, _) => format!("{code}: {message}"),
         }
     };
     let (stopping, warning): (Vec<&Diagnostic>, Vec<&Diagnostic>) = diagnostics
@@ -630,7 +705,7 @@ fn judge(known: &Known<'_>, code: &str, diagnostics: &[Diagnostic], mode: Mode) 
         kind: ErrorKind::Type,
         name: Some("TypeError".into()),
         message: format!(
-            "the code was not run: TypeScript found {} certain error{} in it (nothing was sent); fix {} and run it again:\n{}{more}",
+            "the code was not run: the type check found {} certain error{} in it (nothing was sent); fix {} and run it again:\n{}{more}",
             stopping.len(),
             if stopping.len() == 1 { "" } else { "s" },
             if stopping.len() == 1 { "it" } else { "them" },
@@ -679,10 +754,19 @@ mod tests {
             "Property 'dataa' does not exist. Did you mean 'data'?",
         );
         let (json_types, group_types) = (HashSet::new(), HashMap::new());
+        let sdk = Sdk::new(Arc::new(crate::spec::Api {
+            title: String::new(),
+            version: String::new(),
+            servers: Vec::new(),
+            auth: Vec::new(),
+            operations: Vec::new(),
+            schemas: Vec::new(),
+        }));
         let known = Known {
             document: &document,
             json_types: &json_types,
             group_types: &group_types,
+            sdk: &sdk,
         };
         let Verdict::Stop(error) =
             judge(&known, code, &[method.clone(), field.clone()], Mode::Block)

@@ -345,13 +345,7 @@ async fn the_sdk_reached_any_way_and_methods_json_lacks_are_certain() {
         "const page = await api.orders.list();\nreturn page?.map((o) => o.id);",
         "const order = await api.orders.get({ order_id: \"ord_001\" });\nreturn order.json();",
     ];
-    for code in stopped {
-        let verdict = check.verdict(code, &who).await;
-        assert!(
-            matches!(verdict, Verdict::Stop(_)),
-            "not stopped: {code}\n{verdict:?}"
-        );
-    }
+    assert_verdicts(&check, &stopped, &[]).await;
     let valid = [
         "const shop = api;\nreturn shop.orders.list({ status: \"paid\" });",
         "const { orders } = api;\nreturn orders.retrieve({ order_id: \"ord_001\" });",
@@ -359,13 +353,7 @@ async fn the_sdk_reached_any_way_and_methods_json_lacks_are_certain() {
         "const page = await api.orders.list();\nreturn page.data.filter((o) => o.amount > 100).map((o) => o.id.toUpperCase());",
         "const order = await api.orders.get({ order_id: \"ord_001\" });\nreturn Object.keys(order).concat(order.items.map((i) => i.product));",
     ];
-    for code in valid {
-        let verdict = check.verdict(code, &who).await;
-        assert!(
-            matches!(verdict, Verdict::Run(_)),
-            "stopped: {code}\n{verdict:?}"
-        );
-    }
+    assert_verdicts(&check, &[], &valid).await;
     // An undeclared field read is a warning, not a stop.
     let read =
         "const order = await api.orders.get({ order_id: \"ord_001\" });\nreturn order.customer_id;";
@@ -373,6 +361,99 @@ async fn the_sdk_reached_any_way_and_methods_json_lacks_are_certain() {
         panic!("an undeclared field read stopped the run");
     };
     assert_eq!(warnings.len(), 1, "{warnings:?}");
+}
+
+/// Review findings on Stripe's SDK: a group spelling the SDK resolves, a group named like a
+/// schema, the code's own methods on an object, and a type the code declares with a group's
+/// name are not stopped; a method only a nested group of the same last name has, an array's
+/// missing method and a union's are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certainty_on_stripe_holds_for_shared_names_and_the_codes_own_types() {
+    let (Some(tsc), Some(path)) = (crate::types::tsc(), shared_spec("stripe-spec3.json")) else {
+        return;
+    };
+    let spec = sdkbox::spec::load(path.to_str().unwrap()).await.unwrap();
+    let sdk = Arc::new(sdkbox::sdk::Sdk::new(Arc::new(spec.api)));
+    let check = checker(&tsc, sdk).await;
+    let stopped = [
+        "await api.refunds.create({ charge: \"ch_1\" });\nreturn api.refunds.expire({ refund: \"re_1\" });",
+        "const list = await api.customers.list();\nreturn list.data.toArray();",
+        "const c = await api.customers.retrieve({ customer: \"cus_1\" });\nreturn c.json();",
+        "const r = api.refunds;\nreturn r.crete({ charge: \"ch_1\" });",
+    ];
+    assert_verdicts(&check, &stopped, &[]).await;
+    let valid = [
+        "const stripe = api;\nreturn stripe.customer.create({ email: \"a@example.com\" });",
+        "const { balance } = api;\nreturn balance.get();",
+        "const stats = { count: 0, sum: 0 };\nstats.avg = function () { return this.count ? this.sum / this.count : 0; };\nreturn stats.avg();",
+        "const c = await api.customers.retrieve({ customer: \"cus_1\" });\nObject.assign(c, { total() { return 1; } });\nreturn c.total();",
+        "interface customers { email: string; spent: number }\nconst rows: customers[] = [];\nfor (const r of rows) r.vip = r.spent > 1000;\nreturn rows;",
+    ];
+    assert_verdicts(&check, &[], &valid).await;
+}
+
+/// A raw request with a literal method and path reaches an operation or is certainly wrong:
+/// `api.request` to no route of the API stops the run with the nearest routes; a template's
+/// substitutions may be anything (slashes included), so a path with one is stopped only when
+/// no route could fit; a path not from the API's root is not judged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_requests_to_no_route_are_certain() {
+    let Some(check) = demo_checker().await else {
+        return;
+    };
+    let who = sdkbox::fair::Principal::stdio();
+    let stopped = [
+        (
+            "await api.customers.create({ email: \"a@example.com\" });\nreturn api.request(\"POST\", \"/refund\", { body: { order: \"ord_001\" } });",
+            "POST /refunds",
+        ),
+        (
+            "return api.request(\"DELETE\", `/orders/${\"ord_001\"}`);",
+            "GET /orders/{order_id} (api.orders.get)",
+        ),
+        (
+            "const id = \"ord_001\";\nreturn api.request(\"POST\", `/orders/${id}/cancell`);",
+            "/orders/{order_id}/cancel",
+        ),
+    ];
+    for (code, hint) in stopped {
+        let Verdict::Stop(error) = check.verdict(code, &who).await else {
+            panic!("not stopped: {code}");
+        };
+        assert!(error.message.contains(hint), "{code}: {}", error.message);
+        assert!(
+            error.message.contains("sdkbox: No operation"),
+            "{}",
+            error.message
+        );
+    }
+    let valid = [
+        "return api.request(\"GET\", \"/orders?status=paid\");",
+        "const id = \"ord_001\";\nreturn api.request(\"post\", `/orders/${id}/cancel`);",
+        "const path = \"orders\";\nreturn api.request(\"GET\", `/${path}`);",
+        "return api.request(\"GET\", \"orders\");",
+        "return api.request(\"GET\", `${\"/orders\"}/ord_001`);",
+    ];
+    assert_verdicts(&check, &[], &valid).await;
+}
+
+/// Asserts that each of `stopped` is stopped and each of `valid` runs.
+async fn assert_verdicts(check: &TypeCheck, stopped: &[&str], valid: &[&str]) {
+    let who = sdkbox::fair::Principal::stdio();
+    for code in stopped {
+        let verdict = check.verdict(code, &who).await;
+        assert!(
+            matches!(verdict, Verdict::Stop(_)),
+            "not stopped: {code}\n{verdict:?}"
+        );
+    }
+    for code in valid {
+        let verdict = check.verdict(code, &who).await;
+        assert!(
+            matches!(verdict, Verdict::Run(_)),
+            "stopped: {code}\n{verdict:?}"
+        );
+    }
 }
 
 /// The type check of the demo's SDK, if the compiler is installed.
