@@ -80,6 +80,12 @@ pub(super) struct State {
     pub asked_again: Option<String>,
     /// Who approved every write of this run, and through which channel.
     pub all_approved: Option<(String, String)>,
+    /// Approvals handed over by earlier rounds that this run used: each goes back to the next
+    /// round unless its write left (the run may end between the decision and the sending).
+    pub taken: Vec<Key>,
+    /// Decisions given on the page that this run used, and by whom: each is given back at
+    /// the round's end unless its write left.
+    pub taken_grants: Vec<(Key, String)>,
     /// Identical writes of this run so far, by fingerprint, and writes to each place.
     occurrences: HashMap<Fingerprint, u32>,
     /// Digests of the idempotency keys the script gave its writes, and the write each was
@@ -182,12 +188,40 @@ impl Gate {
             None => Vec::new(),
         };
         let state = lock(&self.state);
+        // A write that left is in the journal (answered, or maybe sent); one that did not
+        // keeps its approval for the next round, so the human is not asked again.
+        let mut approved = state.carried.approved.clone();
+        approved.extend(
+            state
+                .taken
+                .iter()
+                .filter(|key| !left_in(&journal, key))
+                .cloned(),
+        );
         Ok(Carried {
-            approved: state.carried.approved.clone(),
+            approved,
             denied: state.carried.denied.clone(),
             all: state.all_approved.as_ref().map(|(by, _)| by.clone()),
             journal,
         })
+    }
+
+    /// The decisions given on the page that this run used for writes that did not leave
+    /// (the run ended between the decision and the sending): the round gives them back.
+    pub(super) async fn unsent_grants(
+        &self,
+    ) -> Result<Vec<(Key, String)>, crate::state::StateError> {
+        let journal: Vec<Sent> = match &self.journal {
+            Some(journal) => journal.snapshot().await?,
+            None => Vec::new(),
+        };
+        let state = lock(&self.state);
+        Ok(state
+            .taken_grants
+            .iter()
+            .filter(|(key, _)| !left_in(&journal, key))
+            .cloned()
+            .collect())
     }
 
     /// The digest of this execution's code and caller.
@@ -742,6 +776,13 @@ fn own_key(header: &str, headers: &[String]) -> Option<String> {
     })
 }
 
+/// Whether the write `key` left, as `journal` records it (answered, or maybe sent).
+fn left_in(journal: &[Sent], key: &Key) -> bool {
+    journal.iter().any(|sent| {
+        sent.key.fingerprint == key.fingerprint && sent.key.occurrence == key.occurrence
+    })
+}
+
 fn refuse_unaudited(note: &Note, error: &str) -> Decision {
     let mut note = note.clone();
     note.decision = Verdict::Denied;
@@ -755,6 +796,60 @@ fn refuse_unaudited(note: &Note, error: &str) -> Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A write approved by a decision an earlier round handed over, whose run ended before it
+    /// left (the round ended for another write's question), hands the approval on to the
+    /// next round: the human is not asked again (found as a flaky double question with
+    /// parallel writes in the 2026-07-28 flow).
+    #[tokio::test]
+    async fn an_approval_whose_write_did_not_leave_goes_to_the_next_round() {
+        let base = url::Url::parse("http://127.0.0.1:9/").unwrap();
+        let overrides = super::super::PolicyOverrides {
+            read_only: false,
+            writes: Some(Rule::Approve),
+        };
+        let approvals = Approvals::bare(
+            Arc::new(Rules::without_spec(base.clone(), overrides)),
+            super::super::DEFAULT_APPROVAL_TIMEOUT,
+            None,
+        );
+        let caller = approvals.caller(0, None, None);
+        let gate = Gate::new(approvals, caller, "code", None, None, false);
+        let url = base.join("/customers").unwrap();
+        let body = b"{}";
+        let key = Key {
+            fingerprint: Fingerprint::of(None, "POST", url.as_str(), &[], Some(body)),
+            occurrence: 0,
+            slot: "POST /customers".into(),
+            slot_occurrence: 0,
+        };
+        let carried = Carried {
+            approved: vec![key.clone()],
+            ..Carried::default()
+        };
+        gate.carry(carried, "elicitation", None);
+        let request = Outgoing {
+            method: "POST",
+            url: &url,
+            headers: &[],
+            body: Some(body),
+            position: None,
+        };
+        let scrubber = Scrubber::for_secret("sk_test_secret_value");
+        let deadline = Deadline::after(std::time::Duration::from_secs(5));
+        let decided = gate
+            .decide(request, &scrubber, &deadline, &CancellationToken::new())
+            .await;
+        assert!(
+            matches!(decided.decision, Decision::Send(_)),
+            "{:?}",
+            decided.decision.note()
+        );
+        // Never sent: the run ended first.
+        drop(decided);
+        let next = gate.carried().await.unwrap();
+        assert_eq!(next.approved, vec![key]);
+    }
 
     /// Concurrent writes reach the gate in any order: each is known by where the script
     /// made it, not by when it arrived; without a position (a redirect's hop), by arrival.

@@ -80,7 +80,13 @@ impl Gate {
             }
         };
         match standing {
-            Standing::Approved(by) => return (Verdict::Approved, Some(by), on_page(), None),
+            Standing::Approved(by) => {
+                // Given back at the round's end if the write does not leave after all.
+                lock(&self.state)
+                    .taken_grants
+                    .push((key.clone(), by.clone()));
+                return (Verdict::Approved, Some(by), on_page(), None);
+            }
             Standing::ApprovedAll(by) => {
                 lock(&self.state).all_approved = Some((by.clone(), page::CHANNEL.into()));
                 return (Verdict::Approved, Some(by), on_page(), None);
@@ -143,7 +149,10 @@ impl Gate {
             .iter()
             .position(|k| k.fingerprint == key.fingerprint)
         {
-            approved.remove(at);
+            // Handed back to the next round if the write does not leave after all (the run
+            // ends first): see `Gate::carried`.
+            let taken = approved.remove(at);
+            state.taken.push(taken);
             return Some((
                 Verdict::Approved,
                 Some("the user".into()),
