@@ -112,6 +112,11 @@ pub async fn require_sign_in(
             } else if let Ok(value) = HeaderValue::from_str(&challenge) {
                 headers.insert(header::WWW_AUTHENTICATE, value);
             }
+            // Refused before its body was read, the connection cannot serve another request:
+            // said so, a client does not send its next one (the token request's retry) down a
+            // connection the server is closing (the official Python client's connect failed
+            // with ReadError under load).
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
             return response;
         }
     };
