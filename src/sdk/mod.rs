@@ -75,6 +75,28 @@ impl Sdk {
         !group.is_empty() && self.names.has_group(group)
     }
 
+    /// Why the SDK refuses `value`, written literally as the top-level parameter `key` of a
+    /// call to `api.<group>.<method>` (`amount: 19.99` where the spec says integer), if it
+    /// does whatever else the call holds; `None` when it takes it, or the call or the key is
+    /// not one the SDK knows (other checks say so).
+    pub fn refuses_literal(
+        &self,
+        group: &str,
+        method: &str,
+        key: &str,
+        value: &Value,
+    ) -> Option<String> {
+        let op = self.operation(group, method).ok()?;
+        let shape = match op.params.iter().find(|p| p.name == key) {
+            Some(param) => &param.shape,
+            None => match op.body.as_ref().map(|b| &*b.shape) {
+                Some(Shape::Object { fields, .. }) => &fields.iter().find(|f| f.name == key)?.shape,
+                _ => return None,
+            },
+        };
+        validate::check(value, shape, key).err()
+    }
+
     /// Checks a call against the spec and encodes it as a request for egress.
     pub fn prepare(&self, call: &SdkCall) -> Result<ScriptRequest, CallError> {
         let op = self.operation(&call.group, &call.method)?;

@@ -35,6 +35,10 @@ pub struct Document {
     called_on_responses: Vec<(usize, usize)>,
     /// `api.request` calls with a literal method and path.
     pub raw_requests: Vec<super::routes::RawRequest>,
+    /// Numbers with a fraction written as a top-level parameter of an SDK call written from
+    /// `api`: the call's group and method, the key, the value, and where it is (line and
+    /// UTF-16 character in the checked text).
+    pub fractions: Vec<(String, String, String, f64, u32, u32)>,
     /// Names of the types the code declares itself (interfaces, aliases, classes, enums,
     /// type parameters): a message naming one may not be about the SDK's.
     pub declared_types: std::collections::HashSet<String>,
@@ -146,25 +150,39 @@ impl Document {
         };
         let mut line_starts = vec![0];
         line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        // A byte offset of the parsed text as a 0-based line and UTF-16 character.
+        let position = |at: u32| {
+            let at = at.saturating_sub(start) as usize;
+            let line = line_starts.partition_point(|s| *s <= at).saturating_sub(1);
+            let character = text
+                .get(line_starts[line]..at)
+                .map_or(0, |before| before.encode_utf16().count());
+            (line as u32, character as u32)
+        };
         let raw_requests = spans
             .raw_requests
             .into_iter()
             .map(|(method, path, at)| {
-                let at = at.saturating_sub(start) as usize;
-                let line = line_starts.partition_point(|s| *s <= at).saturating_sub(1);
-                let character = text
-                    .get(line_starts[line]..at)
-                    .map_or(0, |before| before.encode_utf16().count());
+                let (line, character) = position(at);
                 super::routes::RawRequest {
                     method,
                     path,
-                    line: line as u32,
-                    character: character as u32,
+                    line,
+                    character,
                 }
+            })
+            .collect();
+        let fractions = spans
+            .fractions
+            .into_iter()
+            .map(|(group, method, key, value, at)| {
+                let (line, character) = position(at);
+                (group, method, key, value, line, character)
             })
             .collect();
         Self {
             raw_requests,
+            fractions,
             declared_types: spans.declared_types,
             assigned_names: spans.assigned_names,
             names: spans
@@ -319,6 +337,7 @@ struct Spans {
     /// `api.request` calls with a literal method and path: the method, the path, where the
     /// path starts.
     raw_requests: Vec<(String, Vec<super::routes::Part>, u32)>,
+    fractions: Vec<(String, String, String, f64, u32)>,
     declared_types: std::collections::HashSet<String>,
     assigned_names: std::collections::HashSet<String>,
     start: u32,
@@ -428,6 +447,29 @@ fn called_property(callee: &Expr) -> Option<(deno_ast::swc::common::Span, &Expr)
         },
         _ => None,
     }
+}
+
+/// A property's name written as an identifier or a string.
+fn prop_key(key: &deno_ast::swc::ast::PropName) -> Option<String> {
+    match key {
+        deno_ast::swc::ast::PropName::Ident(name) => Some(name.sym.to_string()),
+        deno_ast::swc::ast::PropName::Str(text) => Some(text.value.to_string_lossy().into_owned()),
+        _ => None,
+    }
+}
+
+/// A number literal with a fraction (`19.99`, `-0.5`).
+fn fraction(expr: &Expr) -> Option<f64> {
+    use deno_ast::swc::ast::{Lit, UnaryOp};
+    let value = match expr {
+        Expr::Lit(Lit::Num(number)) => number.value,
+        Expr::Unary(unary) if unary.op == UnaryOp::Minus => match &*unary.arg {
+            Expr::Lit(Lit::Num(number)) => -number.value,
+            _ => return None,
+        },
+        _ => return None,
+    };
+    (value.fract() != 0.0).then_some(value)
 }
 
 /// The text of a string literal or a template without substitutions.
@@ -615,6 +657,29 @@ impl Visit for Spans {
         {
             self.raw_requests
                 .push((method.to_ascii_uppercase(), parts, path.expr.span().lo.0));
+        }
+        if let Callee::Expr(callee) = &call.callee
+            && let Expr::Member(member) = &**callee
+            && let Some(name) = dotted(member)
+            && let Some((path, method)) = name.strip_prefix("api.").and_then(|n| n.rsplit_once('.'))
+            && let Some(argument) = call.args.first()
+            && let Expr::Object(object) = &*argument.expr
+        {
+            for prop in &object.props {
+                if let PropOrSpread::Prop(prop) = prop
+                    && let Prop::KeyValue(pair) = &**prop
+                    && let Some(key) = prop_key(&pair.key)
+                    && let Some(value) = fraction(&pair.value)
+                {
+                    self.fractions.push((
+                        path.to_owned(),
+                        method.to_owned(),
+                        key,
+                        value,
+                        pair.value.span().lo.0,
+                    ));
+                }
+            }
         }
         if let Callee::Expr(callee) = &call.callee
             && rooted_at_api(callee)

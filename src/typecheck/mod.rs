@@ -436,6 +436,27 @@ impl TypeCheck {
             .into_iter()
             .filter(|d| !resolves(&known, d))
             .collect();
+        // A fraction where the SDK takes integers: the compiler sees only `number`.
+        diagnostics.extend(document.fractions.iter().filter_map(
+            |(group, method, key, value, line, character)| {
+                let value = serde_json::Number::from_f64(*value)?;
+                let refused = self.sdk.refuses_literal(
+                    group,
+                    method,
+                    key,
+                    &serde_json::Value::Number(value),
+                )?;
+                Some(Diagnostic {
+                    code: ROUTE,
+                    message: format!(
+                        "api.{group}.{method}: {refused} (the SDK refuses it whatever else the \
+                         call holds; amounts are in the currency's smallest unit, as integers)"
+                    ),
+                    line: *line,
+                    character: *character,
+                })
+            },
+        ));
         // Raw requests to no route of the API: the compiler cannot see those.
         diagnostics.extend(document.raw_requests.iter().filter_map(|request| {
             Some(Diagnostic {
@@ -582,7 +603,8 @@ fn is_json_type(ty: &str, known: &Known<'_>, on_response: bool) -> bool {
         })
 }
 
-/// The code of a diagnostic the check makes itself: an `api.request` to no route of the API.
+/// The code of a diagnostic the check makes itself: an `api.request` to no route of the API,
+/// or a literal the SDK refuses whatever else its call holds.
 const ROUTE: u32 = 0;
 
 /// Whether a diagnostic is certain enough to stop a run: only what the runtime SDK would

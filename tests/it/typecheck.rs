@@ -328,7 +328,8 @@ async fn valid_code_is_never_stopped_and_scripts_cannot_read_files_through_the_c
 /// optional chain or a helper's parameter stops the run, as written from `api`; a name the
 /// SDK resolves stays fine whichever way it is reached; and a method called on a value parsed
 /// from JSON that its type lacks (a list object's `.filter`) always throws, so it stops too,
-/// while reading an undeclared field stays a warning.
+/// as does a fraction written where the SDK takes an integer; reading an undeclared field
+/// stays a warning.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sdk_reached_any_way_and_methods_json_lacks_are_certain() {
     let Some(check) = demo_checker().await else {
@@ -344,6 +345,8 @@ async fn the_sdk_reached_any_way_and_methods_json_lacks_are_certain() {
         "const page = await api.orders.list({ status: \"paid\" });\nconst big = page.filter((o) => o.amount > 100);\nreturn big;",
         "const page = await api.orders.list();\nreturn page?.map((o) => o.id);",
         "const order = await api.orders.get({ order_id: \"ord_001\" });\nreturn order.json();",
+        // A fraction where the SDK takes integers (amounts in cents).
+        "await api.customers.create({ email: \"a@example.com\" });\nreturn api.refunds.create({ order: \"ord_001\", amount: 19.99 });",
     ];
     assert_verdicts(&check, &stopped, &[]).await;
     let valid = [
@@ -352,6 +355,7 @@ async fn the_sdk_reached_any_way_and_methods_json_lacks_are_certain() {
         "return api.orders?.get({ order_id: \"ord_001\" });",
         "const page = await api.orders.list();\nreturn page.data.filter((o) => o.amount > 100).map((o) => o.id.toUpperCase());",
         "const order = await api.orders.get({ order_id: \"ord_001\" });\nreturn Object.keys(order).concat(order.items.map((i) => i.product));",
+        "return api.refunds.create({ order: \"ord_001\", amount: 1999 });",
     ];
     assert_verdicts(&check, &[], &valid).await;
     // An undeclared field read is a warning, not a stop.
