@@ -23,15 +23,25 @@ pub struct Follow {
     /// Whether any attempt reached, or may have reached, the provider, and the last error.
     reached: bool,
     last_error: Option<String>,
+    /// Where the gate learns that the write left, and which write it is.
+    left: Left,
 }
+
+/// The set of writes of a run whose first attempt left, and this one's place in it.
+pub type Left = (
+    Arc<std::sync::Mutex<std::collections::HashSet<(super::ask::Fingerprint, u32)>>>,
+    (super::ask::Fingerprint, u32),
+);
 
 impl Follow {
     /// Follows a request written to `audit` (if any) and claimed in a journal (if any),
-    /// counted in `following` until its last audit line is written.
+    /// counted in `following` until its last audit line is written; its first attempt
+    /// leaving is noted in `left`.
     pub fn new(
         audit: Option<(Arc<AuditLog>, Subject)>,
         claimed: Option<Claimed>,
         following: TaskTracker,
+        left: Left,
     ) -> Self {
         Self {
             _followed: following.token(),
@@ -41,6 +51,7 @@ impl Follow {
             in_flight: None,
             reached: false,
             last_error: None,
+            left,
         }
     }
 }
@@ -59,10 +70,12 @@ impl Dispatch for Follow {
                         )
                     })?;
             }
-            if number == 1
-                && let Some(claimed) = &self.claimed
-            {
-                claimed.leaving().await;
+            if number == 1 {
+                let (set, this) = &self.left;
+                crate::lock::lock(set).insert(this.clone());
+                if let Some(claimed) = &self.claimed {
+                    claimed.leaving().await;
+                }
             }
             self.in_flight = Some(number);
             Ok(())

@@ -69,6 +69,9 @@ pub struct Gate {
     /// The requests it let through that are still followed, and the audit lines written
     /// for them as they end: the outcome waits for them (see [`Gate::audited`]).
     following: TaskTracker,
+    /// The writes whose first attempt left (by fingerprint and occurrence): an approval one
+    /// of them used is spent, any other goes back (see [`Gate::carried`]).
+    left: Arc<Mutex<std::collections::HashSet<(Fingerprint, u32)>>>,
 }
 
 #[derive(Default)]
@@ -80,11 +83,12 @@ pub(super) struct State {
     pub asked_again: Option<String>,
     /// Who approved every write of this run, and through which channel.
     pub all_approved: Option<(String, String)>,
-    /// Approvals handed over by earlier rounds that this run used: each goes back to the next
-    /// round unless its write left (the run may end between the decision and the sending).
-    pub taken: Vec<Key>,
-    /// Decisions given on the page that this run used, and by whom: each is given back at
-    /// the round's end unless its write left.
+    /// Approvals handed over by earlier rounds that this run used for writes, with the write
+    /// that used each: each goes back to the next round unless that write left (the run may
+    /// end between the decision and the sending).
+    pub taken: Vec<(Key, Key)>,
+    /// Decisions given on the page that this run used for writes, and by whom: each is given
+    /// back at the round's end unless its write left.
     pub taken_grants: Vec<(Key, String)>,
     /// Identical writes of this run so far, by fingerprint, and writes to each place.
     occurrences: HashMap<Fingerprint, u32>,
@@ -130,6 +134,7 @@ impl Gate {
             writes_refused: std::sync::OnceLock::new(),
             refused_a_write: std::sync::atomic::AtomicBool::new(false),
             following: TaskTracker::new(),
+            left: Arc::default(),
         }
     }
 
@@ -188,15 +193,16 @@ impl Gate {
             None => Vec::new(),
         };
         let state = lock(&self.state);
-        // A write that left is in the journal (answered, or maybe sent); one that did not
-        // keeps its approval for the next round, so the human is not asked again.
+        // An approval whose write never left keeps for the next round, so the human is not
+        // asked again; known by the write's first attempt, not by the journal (a record gone
+        // from the store would make every write look unsent).
         let mut approved = state.carried.approved.clone();
         approved.extend(
             state
                 .taken
                 .iter()
-                .filter(|key| !left_in(&journal, key))
-                .cloned(),
+                .filter(|(_, used_by)| !self.has_left(used_by))
+                .map(|(taken, _)| taken.clone()),
         );
         Ok(Carried {
             approved,
@@ -208,20 +214,19 @@ impl Gate {
 
     /// The decisions given on the page that this run used for writes that did not leave
     /// (the run ended between the decision and the sending): the round gives them back.
-    pub(super) async fn unsent_grants(
-        &self,
-    ) -> Result<Vec<(Key, String)>, crate::state::StateError> {
-        let journal: Vec<Sent> = match &self.journal {
-            Some(journal) => journal.snapshot().await?,
-            None => Vec::new(),
-        };
+    pub(super) fn unsent_grants(&self) -> Vec<(Key, String)> {
         let state = lock(&self.state);
-        Ok(state
+        state
             .taken_grants
             .iter()
-            .filter(|(key, _)| !left_in(&journal, key))
+            .filter(|(key, _)| !self.has_left(key))
             .cloned()
-            .collect())
+            .collect()
+    }
+
+    /// Whether the write `key` of this run left (its first attempt did).
+    fn has_left(&self, key: &Key) -> bool {
+        lock(&self.left).contains(&(key.fingerprint.clone(), key.occurrence))
     }
 
     /// The digest of this execution's code and caller.
@@ -663,8 +668,9 @@ impl Gate {
             .filter(|_| sends)
             .map(|claimed| claimed.leaving_with(sent_with.clone()));
         let dispatch: Option<Box<dyn crate::egress::Dispatch>> =
-            (sends && (audit.is_some() || claimed.is_some())).then(|| {
-                Box::new(Follow::new(audit, claimed, self.following.clone()))
+            (sends && (write || audit.is_some() || claimed.is_some())).then(|| {
+                let left = (self.left.clone(), (key.fingerprint.clone(), key.occurrence));
+                Box::new(Follow::new(audit, claimed, self.following.clone(), left))
                     as Box<dyn crate::egress::Dispatch>
             });
         let idempotency = sent_with
@@ -776,13 +782,6 @@ fn own_key(header: &str, headers: &[String]) -> Option<String> {
     })
 }
 
-/// Whether the write `key` left, as `journal` records it (answered, or maybe sent).
-fn left_in(journal: &[Sent], key: &Key) -> bool {
-    journal.iter().any(|sent| {
-        sent.key.fingerprint == key.fingerprint && sent.key.occurrence == key.occurrence
-    })
-}
-
 fn refuse_unaudited(note: &Note, error: &str) -> Decision {
     let mut note = note.clone();
     note.decision = Verdict::Denied;
@@ -828,7 +827,7 @@ mod tests {
             ..Carried::default()
         };
         gate.carry(carried, "elicitation", None);
-        let request = Outgoing {
+        let request = || Outgoing {
             method: "POST",
             url: &url,
             headers: &[],
@@ -838,7 +837,7 @@ mod tests {
         let scrubber = Scrubber::for_secret("sk_test_secret_value");
         let deadline = Deadline::after(std::time::Duration::from_secs(5));
         let decided = gate
-            .decide(request, &scrubber, &deadline, &CancellationToken::new())
+            .decide(request(), &scrubber, &deadline, &CancellationToken::new())
             .await;
         assert!(
             matches!(decided.decision, Decision::Send(_)),
@@ -848,7 +847,23 @@ mod tests {
         // Never sent: the run ended first.
         drop(decided);
         let next = gate.carried().await.unwrap();
-        assert_eq!(next.approved, vec![key]);
+        assert_eq!(next.approved, vec![key.clone()]);
+        // The next round uses it, and the write leaves: it is spent.
+        let gate = Gate::new(
+            gate.approvals.clone(),
+            gate.caller.clone(),
+            "code",
+            None,
+            None,
+            false,
+        );
+        gate.carry(next, "elicitation", None);
+        let mut decided = gate
+            .decide(request(), &scrubber, &deadline, &CancellationToken::new())
+            .await;
+        assert!(matches!(decided.decision, Decision::Send(_)));
+        decided.dispatch.as_mut().unwrap().before(1).await.unwrap();
+        assert_eq!(gate.carried().await.unwrap().approved, Vec::<Key>::new());
     }
 
     /// Concurrent writes reach the gate in any order: each is known by where the script

@@ -82,9 +82,11 @@ impl Gate {
         match standing {
             Standing::Approved(by) => {
                 // Given back at the round's end if the write does not leave after all.
-                lock(&self.state)
-                    .taken_grants
-                    .push((key.clone(), by.clone()));
+                if write {
+                    lock(&self.state)
+                        .taken_grants
+                        .push((key.clone(), by.clone()));
+                }
                 return (Verdict::Approved, Some(by), on_page(), None);
             }
             Standing::ApprovedAll(by) => {
@@ -152,7 +154,9 @@ impl Gate {
             // Handed back to the next round if the write does not leave after all (the run
             // ends first): see `Gate::carried`.
             let taken = approved.remove(at);
-            state.taken.push(taken);
+            if write {
+                state.taken.push((taken, key.clone()));
+            }
             return Some((
                 Verdict::Approved,
                 Some("the user".into()),

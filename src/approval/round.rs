@@ -302,21 +302,16 @@ impl Round {
         let waiting = self.gate.waiting();
         // Page decisions this run used for writes that did not leave go back to the chain,
         // for the run that continues it (the human is not asked again).
-        match self.gate.unsent_grants().await {
-            Ok(unsent) => {
-                for (key, by) in unsent {
-                    let granted = super::store::Granted::One(key);
-                    if let Err(error) = self
-                        .approvals
-                        .store
-                        .give(&self.gate.caller, self.gate.code(), granted, &by)
-                        .await
-                    {
-                        tracing::warn!(%error, "an unused page decision could not be given back");
-                    }
-                }
+        for (key, by) in self.gate.unsent_grants() {
+            let granted = super::store::Granted::One(key);
+            if let Err(error) = self
+                .approvals
+                .store
+                .give(&self.gate.caller, self.gate.code(), granted, &by)
+                .await
+            {
+                tracing::warn!(%error, "an unused page decision could not be given back");
             }
-            Err(error) => tracing::warn!(%error, "unused page decisions could not be read"),
         }
         if let Some(journal) = &self.gate.journal {
             let done = match journal.published().await {

@@ -665,10 +665,36 @@ impl Visit for Spans {
             && let Some(argument) = call.args.first()
             && let Expr::Object(object) = &*argument.expr
         {
-            for prop in &object.props {
+            // A key's value is the last one written for it, a spread after it may replace
+            // it, and a `body` wrapper may too: only a literal nothing after it can replace
+            // is what is sent.
+            let keys: Vec<Option<String>> = object
+                .props
+                .iter()
+                .map(|prop| match prop {
+                    PropOrSpread::Prop(prop) => match &**prop {
+                        Prop::KeyValue(pair) => prop_key(&pair.key),
+                        Prop::Shorthand(name) => Some(name.sym.to_string()),
+                        _ => None,
+                    },
+                    PropOrSpread::Spread(_) => None,
+                })
+                .collect();
+            let wrapped = keys.iter().any(|k| k.as_deref() == Some("body"));
+            for (n, prop) in object.props.iter().enumerate() {
+                let replaced = |key: &str| {
+                    object.props[n + 1..]
+                        .iter()
+                        .zip(&keys[n + 1..])
+                        .any(|(later, k)| {
+                            matches!(later, PropOrSpread::Spread(_)) || k.as_deref() == Some(key)
+                        })
+                };
                 if let PropOrSpread::Prop(prop) = prop
                     && let Prop::KeyValue(pair) = &**prop
                     && let Some(key) = prop_key(&pair.key)
+                    && !wrapped
+                    && !replaced(&key)
                     && let Some(value) = fraction(&pair.value)
                 {
                     self.fractions.push((

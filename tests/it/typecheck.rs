@@ -356,6 +356,7 @@ async fn the_sdk_reached_any_way_and_methods_json_lacks_are_certain() {
         "const page = await api.orders.list();\nreturn page.data.filter((o) => o.amount > 100).map((o) => o.id.toUpperCase());",
         "const order = await api.orders.get({ order_id: \"ord_001\" });\nreturn Object.keys(order).concat(order.items.map((i) => i.product));",
         "return api.refunds.create({ order: \"ord_001\", amount: 1999 });",
+        "const fix = { amount: 1999 };\nreturn api.refunds.create({ order: \"ord_001\", amount: 19.99, ...fix });",
     ];
     assert_verdicts(&check, &[], &valid).await;
     // An undeclared field read is a warning, not a stop.
