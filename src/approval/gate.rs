@@ -668,7 +668,7 @@ impl Gate {
             .filter(|_| sends)
             .map(|claimed| claimed.leaving_with(sent_with.clone()));
         let dispatch: Option<Box<dyn crate::egress::Dispatch>> =
-            (sends && (write || audit.is_some() || claimed.is_some())).then(|| {
+            (sends && (audit.is_some() || claimed.is_some())).then(|| {
                 let left = (self.left.clone(), (key.fingerprint.clone(), key.occurrence));
                 Box::new(Follow::new(audit, claimed, self.following.clone(), left))
                     as Box<dyn crate::egress::Dispatch>
@@ -848,13 +848,24 @@ mod tests {
         drop(decided);
         let next = gate.carried().await.unwrap();
         assert_eq!(next.approved, vec![key.clone()]);
-        // The next round uses it, and the write leaves: it is spent.
+        // The next round uses it, and the write leaves: it is spent. (A run whose approvals
+        // come from earlier rounds has a journal, which claims its writes.)
+        let lease = std::time::Duration::from_secs(60);
+        let journal = super::super::chain::RunJournal::own(
+            gate.approvals.store.clone(),
+            gate.code(),
+            Vec::new(),
+            lease,
+            "owner",
+        )
+        .await
+        .unwrap();
         let gate = Gate::new(
             gate.approvals.clone(),
             gate.caller.clone(),
             "code",
             None,
-            None,
+            Some(journal),
             false,
         );
         gate.carry(next, "elicitation", None);
