@@ -266,14 +266,11 @@ impl Sdk {
         Some(format!("{}.{}", op.group, op.name))
     }
 
-    /// The operation `method` and `path` (relative to the base URL) reach: its template's
-    /// literal segments equal, its parameters any one segment; the most literal wins.
-    fn operation_at(&self, method: &str, path: &str) -> Option<&Operation> {
-        let path = path.trim_start_matches('/');
-        let got: Vec<&str> = path.strip_suffix('/').unwrap_or(path).split('/').collect();
-        // A template segment: a parameter alone takes any segment; `{name}.zip` one with its
-        // literal text around.
-        let segment_fits = |template: &str, segment: &str| match template.find('{') {
+    /// Whether a path segment fits a template's (`{id}`, `{name}.zip`, `customers`): a
+    /// parameter alone takes any segment, one with text around it a segment with that text
+    /// around something; text is equal. How the SDK and the type check both match routes.
+    pub fn segment_fits(template: &str, segment: &str) -> bool {
+        match template.find('{') {
             None => template == segment,
             Some(open) => {
                 let close = template.rfind('}').unwrap_or(template.len() - 1);
@@ -282,7 +279,14 @@ impl Sdk {
                     && segment.starts_with(before)
                     && segment.ends_with(after)
             }
-        };
+        }
+    }
+
+    /// The operation `method` and `path` (relative to the base URL) reach: its template's
+    /// literal segments equal, its parameters any one segment; the most literal wins.
+    fn operation_at(&self, method: &str, path: &str) -> Option<&Operation> {
+        let path = path.trim_start_matches('/');
+        let got: Vec<&str> = path.strip_suffix('/').unwrap_or(path).split('/').collect();
         self.api
             .operations
             .iter()
@@ -290,7 +294,7 @@ impl Sdk {
             .filter_map(|op| {
                 let want: Vec<&str> = op.path.trim_start_matches('/').split('/').collect();
                 let fits = want.len() == got.len()
-                    && want.iter().zip(&got).all(|(w, g)| segment_fits(w, g));
+                    && want.iter().zip(&got).all(|(w, g)| Self::segment_fits(w, g));
                 fits.then(|| (want.iter().filter(|w| !w.contains('{')).count(), op))
             })
             .max_by_key(|(literal, _)| *literal)

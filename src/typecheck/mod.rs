@@ -437,7 +437,9 @@ impl TypeCheck {
             .filter(|d| !resolves(&known, d))
             .collect();
         // A fraction where the SDK takes integers: the compiler sees only `number`.
-        diagnostics.extend(document.fractions.iter().filter_map(
+        // Each judged against the spec: at most a few per script (a stop lists a few anyway),
+        // so that a script of many calls cannot make one check walk the spec many times.
+        diagnostics.extend(document.fractions.iter().take(MAX_JUDGED).filter_map(
             |(group, method, key, value, line, character)| {
                 let value = serde_json::Number::from_f64(*value)?;
                 let refused = self.sdk.refuses_literal(
@@ -458,14 +460,20 @@ impl TypeCheck {
             },
         ));
         // Raw requests to no route of the API: the compiler cannot see those.
-        diagnostics.extend(document.raw_requests.iter().filter_map(|request| {
-            Some(Diagnostic {
-                code: ROUTE,
-                message: routes::unknown(request, self.sdk.operations())?,
-                line: request.line,
-                character: request.character,
-            })
-        }));
+        diagnostics.extend(
+            document
+                .raw_requests
+                .iter()
+                .take(MAX_JUDGED)
+                .filter_map(|request| {
+                    Some(Diagnostic {
+                        code: ROUTE,
+                        message: routes::unknown(request, self.sdk.operations())?,
+                        line: request.line,
+                        character: request.character,
+                    })
+                }),
+        );
         judge(&known, code, &diagnostics, self.mode)
     }
 }
@@ -602,6 +610,9 @@ fn is_json_type(ty: &str, known: &Known<'_>, on_response: bool) -> bool {
                 && !known.document.declared_types.contains(member)
         })
 }
+
+/// Literals and raw requests of one script judged against the spec, at most each.
+const MAX_JUDGED: usize = 32;
 
 /// The code of a diagnostic the check makes itself: an `api.request` to no route of the API,
 /// or a literal the SDK refuses whatever else its call holds.

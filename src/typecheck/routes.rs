@@ -115,16 +115,6 @@ fn fits(parts: &[Part], template: &str, least: usize) -> bool {
         .filter(|segment| segment.as_deref() != Some(""))
         .collect();
     let template: Vec<&str> = template.split('/').filter(|s| !s.is_empty()).collect();
-    let segment_fits = |want: &str, got: &str| match want.find('{') {
-        None => want == got,
-        Some(open) => {
-            let close = want.rfind('}').unwrap_or(want.len() - 1);
-            let (before, after) = (&want[..open], &want[close + 1..]);
-            got.len() > before.len() + after.len()
-                && got.starts_with(before)
-                && got.ends_with(after)
-        }
-    };
     let (n, m) = (written.len(), template.len());
     // reach[i][j]: the first i written segments can reach the first j of the template.
     let mut reach = vec![vec![false; m + 1]; n + 1];
@@ -137,7 +127,7 @@ fn fits(parts: &[Part], template: &str, least: usize) -> bool {
                     reach[i + 1][j] |= j >= least && (0..=j - least).any(|k| reach[i][k]);
                 }
                 Some(got) => {
-                    if reach[i][j] && j < m && segment_fits(template[j], got) {
+                    if reach[i][j] && j < m && crate::sdk::Sdk::segment_fits(template[j], got) {
                         reach[i + 1][j + 1] = true;
                     }
                 }
