@@ -16,6 +16,16 @@ struct Cli {
     /// (one object a line, for a log collector).
     #[arg(long, global = true, env = "SDKBOX_LOG_FORMAT", default_value = "text")]
     log_format: LogFormat,
+    /// Export OpenTelemetry traces (each call, type check, approval wait and provider request)
+    /// over OTLP/HTTP to this collector, as `http://collector:4318`; off when unset.
+    /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (a full URL) wins, as the standard says.
+    #[arg(
+        long,
+        global = true,
+        env = "OTEL_EXPORTER_OTLP_ENDPOINT",
+        value_name = "URL"
+    )]
+    otlp_endpoint: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -51,33 +61,58 @@ enum Command {
 fn main() -> ExitCode {
     disable_bytecode_cache();
     let cli = Cli::parse();
-    log_to_stderr(cli.log_format);
-    match run(cli) {
+    let traces = match start_traces(&cli) {
+        Ok(traces) => traces,
+        Err(error) => {
+            eprintln!("sdkbox: {error:#}");
+            return ExitCode::from(2);
+        }
+    };
+    log_to_stderr(cli.log_format, traces.as_ref());
+    let code = match run(cli) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("sdkbox: {error:#}");
             ExitCode::from(2)
         }
+    };
+    // The spans still queued leave now, outside any runtime (the exporter's client blocks).
+    drop(traces);
+    code
+}
+
+/// Traces are exported by the commands that serve or run scripts, never by a sandbox worker
+/// (no network, few threads), and only when an endpoint is configured.
+fn start_traces(cli: &Cli) -> Result<Option<sdkbox::telemetry::Traces>> {
+    if !matches!(cli.command, Command::Serve(_) | Command::Exec(_)) {
+        return Ok(None);
     }
+    sdkbox::telemetry::traces_endpoint(cli.otlp_endpoint.as_deref())
+        .map(|endpoint| sdkbox::telemetry::Traces::start(&endpoint))
+        .transpose()
 }
 
 /// Logs go to stderr (stdout carries results), at the level `RUST_LOG` sets (default: info
-/// for sdkbox, warnings for the rest), in `format`.
-fn log_to_stderr(format: LogFormat) {
+/// for sdkbox, warnings for the rest), in `format`; sdkbox's spans also go to `traces`.
+fn log_to_stderr(format: LogFormat, traces: Option<&sdkbox::telemetry::Traces>) {
     use std::io::IsTerminal;
+    use tracing_subscriber::prelude::*;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sdkbox=info"));
-    let builder = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter);
-    match format {
-        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
-        LogFormat::Json => builder
+    let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let lines = match format {
+        LogFormat::Text => lines.with_ansi(std::io::stderr().is_terminal()).boxed(),
+        LogFormat::Json => lines
             .json()
             .flatten_event(true)
             .with_current_span(false)
-            .init(),
-    }
+            .with_span_list(false)
+            .boxed(),
+    };
+    tracing_subscriber::registry()
+        .with(lines.with_filter(filter))
+        .with(traces.map(sdkbox::telemetry::Traces::layer))
+        .init();
 }
 
 /// Keeps the QuickJS backend from writing compiled scripts (the model's code) to disk.

@@ -130,6 +130,19 @@ pub enum Answer {
     },
 }
 
+impl Answer {
+    /// The answer's kind in one word, for traces and logs (never who gave it).
+    pub fn word(&self) -> &'static str {
+        match self {
+            Self::Approve { .. } => "approved",
+            Self::ApproveAll { .. } => "approved_all",
+            Self::Deny { .. } => "denied",
+            Self::Later { .. } => "later",
+            Self::Unavailable { .. } => "unavailable",
+        }
+    }
+}
+
 /// What [`Approver::ask`] returns.
 pub type AnswerFuture = Pin<Box<dyn Future<Output = Answer> + Send>>;
 

@@ -7,6 +7,7 @@
 use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::ask::{Answer, Approver, Ask};
 use super::gate::{Deferred, Gate, State};
@@ -221,10 +222,19 @@ impl Gate {
             // The execution has used up its waiting time: nobody is asked any more.
             return timed_out();
         }
+        // The wait is a span of the call, with the channel asked and what came of it.
+        let span = tracing::info_span!(
+            crate::telemetry::span::APPROVAL,
+            channel = %channel,
+            write,
+            answer = tracing::field::Empty,
+        );
         let answer = {
             let _hold = deadline.hold();
             let _counted = Waiting::start(&self.state);
-            let asked = approver.ask(ask.clone(), key.clone(), timeout);
+            let asked = approver
+                .ask(ask.clone(), key.clone(), timeout)
+                .instrument(span.clone());
             tokio::select! {
                 answer = tokio::time::timeout(timeout, asked) => answer.ok(),
                 _ = cancel.cancelled() => {
@@ -236,6 +246,7 @@ impl Gate {
                 }
             }
         };
+        span.record("answer", answer.as_ref().map_or("timed_out", Answer::word));
         match answer {
             None => timed_out(),
             Some(Answer::Approve { by }) => (Verdict::Approved, Some(by), Some(channel), None),

@@ -10,6 +10,7 @@ use reqwest::header::HeaderMap;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use url::Url;
 
 use super::EgressError;
@@ -112,6 +113,22 @@ pub struct ScriptResponse {
     pub headers: Vec<(String, String)>,
     /// The body as text (invalid UTF-8 replaced).
     pub body: String,
+}
+
+/// The span of one provider request (one hop of a redirect): its method and the operation the
+/// SDK called, never its URL (paths and queries carry the user's data). A script's method is
+/// checked only later, so at most its first 16 characters are kept.
+fn request_span(method: &str, operation: Option<&str>) -> tracing::Span {
+    let method: String = method.chars().take(16).collect();
+    tracing::info_span!(
+        crate::telemetry::span::PROVIDER_REQUEST,
+        otel.kind = "client",
+        http.request.method = %method,
+        operation = operation.unwrap_or(""),
+        http.response.status_code = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    )
 }
 
 #[cfg(test)]
@@ -284,7 +301,17 @@ impl EgressSession {
         let mut hops = 0;
         loop {
             let (method, headers) = (request.method.to_ascii_uppercase(), request.headers.clone());
-            let response = self.send_one(request).await?;
+            let span = request_span(&method, request.operation.as_deref());
+            let response = self.send_one(request).instrument(span.clone()).await;
+            match &response {
+                Ok(response) => {
+                    span.record("http.response.status_code", i64::from(response.status))
+                }
+                Err(error) => span
+                    .record("otel.status_code", "ERROR")
+                    .record("error.type", error.kind()),
+            };
+            let response = response?;
             if !matches!(method.as_str(), "GET" | "HEAD") {
                 // A write follows no redirect: a 307 or 308 would send it again elsewhere.
                 return Ok(response);
@@ -409,30 +436,33 @@ impl EgressSession {
             None => false,
         };
         let state = self.state.clone();
-        let task = self.state.client.runtime.spawn(async move {
-            let mut dispatch = dispatch;
-            let result = state
-                .send_with_retries(
-                    checked,
-                    keyed,
-                    dropped,
-                    logged_operation,
-                    note,
-                    &mut dispatch,
-                )
-                .await;
-            if let (Some(dispatch), Ok(response)) = (dispatch.as_mut(), &result) {
-                // What the script gets, scrubbed as it gets it: what a re-run is answered with.
-                let withheld = ScriptResponse {
-                    body: crate::egress::WITHHELD.to_owned(),
-                    headers: Vec::new(),
-                    ..response.clone()
-                };
-                let delivered = state.scrubber.scrub_all(response.clone(), withheld);
-                dispatch.delivered(&delivered).await;
+        let task = self.state.client.runtime.spawn(
+            async move {
+                let mut dispatch = dispatch;
+                let result = state
+                    .send_with_retries(
+                        checked,
+                        keyed,
+                        dropped,
+                        logged_operation,
+                        note,
+                        &mut dispatch,
+                    )
+                    .await;
+                if let (Some(dispatch), Ok(response)) = (dispatch.as_mut(), &result) {
+                    // What the script gets, scrubbed as it gets it: what a re-run is answered with.
+                    let withheld = ScriptResponse {
+                        body: crate::egress::WITHHELD.to_owned(),
+                        headers: Vec::new(),
+                        ..response.clone()
+                    };
+                    let delivered = state.scrubber.scrub_all(response.clone(), withheld);
+                    dispatch.delivered(&delivered).await;
+                }
+                result
             }
-            result
-        });
+            .in_current_span(),
+        );
         // A read is dropped with the script's wait for it; a write that may have left runs
         // to its end (the execution waits for it, see `Gate::audited`), so that what the
         // provider did with it is recorded instead of unknown.

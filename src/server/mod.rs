@@ -31,6 +31,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use tracing::Instrument;
 
 use crate::approval::{Approvals, Caller, Ending, Rule};
 use crate::egress::{Credential, Egress, EgressConfig};
@@ -601,8 +602,21 @@ impl ServerHandler for SdkboxServer {
         let principal = principal(&context).to_string();
         let started = std::time::Instant::now();
         let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
-        let response = self.tool_router.call(call).await;
+        let span = tracing::info_span!(
+            crate::telemetry::span::CALL,
+            otel.name = %tool,
+            otel.kind = "server",
+            tool = %tool,
+            principal = %principal,
+            outcome = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let response = self.tool_router.call(call).instrument(span.clone()).await;
         let outcome = outcome_of(&response);
+        span.record("outcome", outcome);
+        if !matches!(outcome, "ok" | "input_required") {
+            span.record("otel.status_code", "ERROR");
+        }
         let elapsed = started.elapsed();
         metrics::counter!("sdkbox_calls_total", "tool" => tool.clone(), "outcome" => outcome)
             .increment(1);

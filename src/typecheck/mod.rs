@@ -21,6 +21,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use tracing::Instrument;
+
 use crate::fair::{FairQueue, Principal, QueueLimits};
 use crate::lock::lock;
 
@@ -312,7 +314,23 @@ impl TypeCheck {
         let check = self.clone();
         let code = code.to_owned();
         let who = who.clone();
-        let task = tokio::spawn(async move { check.verdict(&code, &who).await });
+        // The check is a span of the call that began it, with the verdict it came to.
+        let span = tracing::info_span!(
+            crate::telemetry::span::TYPECHECK,
+            verdict = tracing::field::Empty
+        );
+        let task = tokio::spawn(
+            async move {
+                let verdict = check.verdict(&code, &who).await;
+                let word = match &verdict {
+                    Verdict::Run(_) => "run",
+                    Verdict::Stop(_) => "stop",
+                };
+                tracing::Span::current().record("verdict", word);
+                verdict
+            }
+            .instrument(span),
+        );
         Checking {
             task: tokio_util::task::AbortOnDropHandle::new(task),
             release,

@@ -11,6 +11,7 @@ use tokio::process::{Child, Command};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::PoolError;
 use super::child::WorkerSettings;
@@ -248,11 +249,11 @@ impl WorkerProcess {
                     Ok(Some(FromWorker::Started)) => started = true,
                     Ok(Some(FromWorker::Http { request_id, request })) => {
                         let sent = gateway.send(request);
-                        in_flight.spawn(async move { (request_id, sent.await) });
+                        in_flight.spawn(async move { (request_id, sent.await) }.in_current_span());
                     }
                     Ok(Some(FromWorker::Call { request_id, call })) => {
                         let sent = gateway.call(call);
-                        in_flight.spawn(async move { (request_id, sent.await) });
+                        in_flight.spawn(async move { (request_id, sent.await) }.in_current_span());
                     }
                     Ok(Some(FromWorker::Hello { .. })) | Ok(None) | Err(_) => {
                         let status = self.exit_status().await;

@@ -41,6 +41,7 @@ mod signin;
 mod specs;
 mod state;
 mod support;
+mod traces;
 mod transport;
 mod tsc_download;
 mod typecheck;
