@@ -460,6 +460,7 @@ fn sdk_call_cost(runtime: &tokio::runtime::Runtime, specs: &Path) {
         group: "issues".into(),
         method: "create".into(),
         params: serde_json::json!({"owner": "o", "repo": "r", "title": "Bug", "body": "text", "labels": ["bug"]}),
+        extra: 0,
     };
     let mut times: Vec<Duration> = (0..2_000)
         .map(|_| {

@@ -33,6 +33,10 @@
   const ObjectHasOwn = Object.hasOwn;
   const FunctionPrototype = Function.prototype;
   const SymbolToPrimitive = Symbol.toPrimitive;
+  const SymbolIterator = Symbol.iterator;
+  const SymbolAsyncIterator = Symbol.asyncIterator;
+  const ObjectFreeze = Object.freeze;
+  const ObjectDefineProperty = Object.defineProperty;
   const ArrayIsArray = Array.isArray;
   const NumberIsInteger = Number.isInteger;
   const MAX_DEPTH = 64;
@@ -369,8 +373,8 @@
   }
 
   // An SDK call: Rust checks `params` against the spec, encodes and sends the request.
-  async function callRaw(group, method, params) {
-    const reply = await op_sdkbox_call(group, method, params ?? null);
+  async function callRaw(group, method, params, extra = 0) {
+    const reply = await op_sdkbox_call(group, method, params ?? null, extra);
     if (reply.error) {
       if (reply.error.kind === "invalid_call") throw new TypeError(reply.error.message);
       throw refusal(reply.error);
@@ -392,11 +396,11 @@
     const group = path.slice(0, -1).join(".");
     const method = path[path.length - 1];
     const what = `api.${key}`;
-    const call = async (params) => {
+    const call = async (params, extra = 0) => {
       if (group === "") {
         throw new TypeError(`${what} is a group, not a method: call one of its methods (search_docs shows them)`);
       }
-      return settle(await callRaw(group, method, params), what);
+      return settle(await callRaw(group, method, params, extra), what);
     };
     const node = new Proxy(call, {
       get(target, name) {
@@ -408,7 +412,13 @@
         return sdkNode([...path, name]);
       },
       apply(_, __, args) {
-        return call(args[0]);
+        // One object of parameters. Arguments after it (another SDK's positional form,
+        // `update(id, { ... })`, or its request options) are refused, not dropped; an array
+        // method's callback arguments (`list.map(api.customers.create)`) are not arguments.
+        const callback = args.length === 3 && typeof args[1] === "number" && ArrayIsArray(args[2]);
+        let extra = 0;
+        if (!callback) for (let i = 1; i < args.length; i++) if (args[i] !== undefined) extra = i;
+        return call(args[0], extra);
       },
     });
     operations.set(node, { group, method });
@@ -442,7 +452,40 @@
   // (rel="next"), Cloudflare's `result_info` (page of total_pages, or its cursor) or page
   // numbers; the items are found in each page
   // (`options.items` names their property); bounded by the execution's request budget.
-  async function* paginate(method, params = {}, options = {}) {
+  function paginate(method, params = {}, options = {}) {
+    const op = operations.get(method);
+    const what = op ? `api.${op.group === "" ? op.method : `${op.group}.${op.method}`}` : "...";
+    return pagesOf(items(method, params, options), what);
+  }
+
+  // What `api.paginate` returns: an async iterator of the items, and nothing an array has, so
+  // that array habits (`.filter`, `.length`, `for ... of`, `[...pages]`, `Array.from`) fail
+  // saying what to write instead, not silently (`Array.from` of an async iterator is `[]`).
+  function pagesOf(iterator, what) {
+    const misuse = (how) => () => {
+      throw new TypeError(
+        `api.paginate(${what}, ...) gives the items one at a time, not an array (${how}): read ` +
+          `them with for await (const item of api.paginate(...)), or collect them with ` +
+          `const all = await Array.fromAsync(api.paginate(...))`,
+      );
+    };
+    const pages = {
+      next: (value) => iterator.next(value),
+      return: (value) => iterator.return(value),
+      throw: (error) => iterator.throw(error),
+      [SymbolAsyncIterator]() {
+        return this;
+      },
+      [SymbolIterator]: misuse("for ... of, spreading and Array.from need an array; for await ... of reads it"),
+    };
+    for (const name of ["filter", "map", "reduce", "forEach", "find", "some", "every", "flatMap", "slice", "includes", "indexOf", "join", "sort", "at", "concat"]) {
+      pages[name] = misuse(`.${name} is an array's`);
+    }
+    ObjectDefineProperty(pages, "length", { get: misuse(".length is an array's") });
+    return ObjectFreeze(pages);
+  }
+
+  async function* items(method, params, options) {
     const op = operations.get(method);
     if (!op || op.group === "") {
       throw new TypeError("api.paginate takes an SDK method and its parameters, like api.paginate(api.customers.list, { limit: 100 })");

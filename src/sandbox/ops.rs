@@ -186,6 +186,7 @@ async fn op_sdkbox_call(
     #[string] group: String,
     #[string] method: String,
     #[serde] params: serde_json::Value,
+    extra: u32,
 ) -> HttpReply {
     let Some(network) = network(&state) else {
         return HttpReply::failure("internal", "the network bridge is unavailable".into());
@@ -195,6 +196,7 @@ async fn op_sdkbox_call(
             group,
             method,
             params,
+            extra,
         })
         .await
         .into()

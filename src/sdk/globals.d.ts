@@ -89,6 +89,16 @@ interface SdkboxPaginateOptions {
   items?: string;
 }
 
+/** What `api.paginate` gives: the items one at a time, read with `for await (const x of ...)`
+ * or collected with `await Array.fromAsync(...)`; not an array (no `.filter`, `.length`,
+ * `for ... of` or spreading: each throws, saying so). */
+interface SdkboxPages<T> extends AsyncIterable<T> {}
+
+interface ArrayConstructor {
+  /** Every item an async iterable gives, in order: `await Array.fromAsync(api.paginate(...))`. */
+  fromAsync<T>(items: AsyncIterable<T> | Iterable<T | PromiseLike<T>> | ArrayLike<T | PromiseLike<T>>): Promise<T[]>;
+}
+
 /** The items of a list method's page: `data`, `items`, `result` or the page itself when it
  * is an array (optional or nullable lists too); `any` when sdkbox cannot tell. */
 type SdkboxItemOf<L> = NonNullable<L> extends readonly (infer I)[] ? I : any;

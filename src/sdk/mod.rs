@@ -33,6 +33,44 @@ pub struct SdkCall {
     /// The one parameters object (or `null`).
     #[serde(default)]
     pub params: Value,
+    /// The position of the last argument given after it (0: none), which the SDK refuses:
+    /// another SDK's positional form (`update(id, { ... })`) or its request options.
+    #[serde(default)]
+    pub extra: u32,
+}
+
+/// Why a call given `arguments` arguments is refused, in sdkbox's words with its form: the
+/// run-time SDK and the type check say the same, so a model reads one fix before and during a
+/// run.
+pub fn positional(op: &Operation, arguments: usize) -> String {
+    format!(
+        "api.{}.{} takes one object of parameters, like api.{}.{}({}); it was given {arguments} \
+         arguments (another SDK's positional form, such as `update(id, {{ ... }})`, or request \
+         options after the parameters){}",
+        op.group,
+        op.name,
+        op.group,
+        op.name,
+        call_hint(op),
+        by_name(op)
+    )
+}
+
+/// How an operation's path parameters are passed: by name in the one object.
+fn by_name(op: &Operation) -> String {
+    let names: Vec<&str> = op
+        .params
+        .iter()
+        .filter(|p| p.location == Location::Path)
+        .map(|p| p.name.as_str())
+        .collect();
+    match names.as_slice() {
+        [] => String::new(),
+        names => format!(
+            "; ids in the path go in the object by name ({}), beside the other fields",
+            names.join(", ")
+        ),
+    }
 }
 
 /// A call that does not fit the spec; the message says how to fix it.
@@ -102,14 +140,18 @@ impl Sdk {
         let op = self.operation(&call.group, &call.method)?;
         let at = format!("api.{}.{} ({} {})", op.group, op.name, op.method, op.path);
         let empty = Map::new();
+        if call.extra > 0 {
+            return Err(CallError(positional(op, call.extra as usize + 1)));
+        }
         let params = match &call.params {
             Value::Object(map) => map,
             Value::Null => &empty,
             other => {
                 return Err(CallError(format!(
-                    "{at} takes one object of parameters, like {}; got {}",
+                    "{at} takes one object of parameters, like {}; got {}{}",
                     call_hint(op),
-                    validate::kind_of(other)
+                    validate::kind_of(other),
+                    by_name(op)
                 )));
             }
         };

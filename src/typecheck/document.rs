@@ -17,8 +17,9 @@ pub struct Document {
     /// Whether the code parses in neither style the sandbox reads (so the sandbox refuses it
     /// too).
     pub unparsable: bool,
-    /// Where `: SdkboxApi` was put (line, UTF-16 column in the checked text).
-    inserted: Vec<(u32, u32)>,
+    /// What the check added to the code (`: SdkboxApi`, a raw request's type): line, UTF-16
+    /// column and width in the checked text.
+    inserted: Vec<(u32, u32, u32)>,
     /// Byte ranges of the text that are an SDK name (`api.customers.list`), with the name
     /// when it is written with plain identifiers.
     names: Vec<(usize, usize, Option<String>)>,
@@ -39,6 +40,13 @@ pub struct Document {
     /// `api`: the call's group and method, the key, the value, and where it is (line and
     /// UTF-16 character in the checked text).
     pub fractions: Vec<(String, String, String, f64, u32, u32)>,
+    /// SDK calls written from `api` with arguments after the parameters object, which the
+    /// run-time SDK refuses (another SDK's positional form, `update(id, { ... })`).
+    pub positional: Vec<Positional>,
+    /// First arguments of SDK calls written from `api` (the parameters object's place).
+    first_arguments: Vec<(usize, usize)>,
+    /// What the code's values flow through, for [`super::flow`].
+    pub flow: super::flow::Flow,
     /// Names of the types the code declares itself (interfaces, aliases, classes, enums,
     /// type parameters): a message naming one may not be about the SDK's.
     pub declared_types: std::collections::HashSet<String>,
@@ -48,61 +56,113 @@ pub struct Document {
     line_starts: Vec<usize>,
 }
 
+/// An SDK call given more than its one parameters object: its group and method, how many
+/// arguments it was given, where the second one is (line and UTF-16 character in the checked
+/// text), and the call's byte range.
+pub struct Positional {
+    /// The call's group (`customers`).
+    pub group: String,
+    /// The call's method (`update`).
+    pub method: String,
+    /// How many arguments it was given.
+    pub arguments: usize,
+    /// The second argument's line in the checked text.
+    pub line: u32,
+    /// The second argument's UTF-16 character on its line.
+    pub character: u32,
+    call: (usize, usize),
+}
+
 const REFERENCE: &str = "/// <reference path=\"./sdk.d.ts\" />\n";
 
 /// What an untyped parameter named `api` is given, so that entry functions (`main(api)`,
 /// `run(api)`, `async (api) => ...`) and helpers handed the SDK are checked against it.
 const TYPED: &str = ": SdkboxApi";
 
-/// `text` with `: SdkboxApi` after every untyped parameter named `api`, and where each went.
-fn typed_api_parameters(text: String) -> (String, Vec<(u32, u32)>) {
+/// What a raw request returns, as a TypeScript type, when the spec says surely: given its
+/// method and written path (see [`super::routes::operation`]).
+pub type RouteType<'a> = &'a dyn Fn(&str, &[super::routes::Part]) -> Option<String>;
+
+/// `text` with what the check adds for the compiler: `: SdkboxApi` after every untyped
+/// parameter named `api`, and a raw request the spec types written as that type
+/// (`(api.request("GET", "/orders/x") as ReturnType<...>)`), with where each addition went
+/// (line, UTF-16 character and width in the new text).
+fn annotated(text: String, route_type: RouteType<'_>) -> (String, Vec<(u32, u32, u32)>) {
     let Some(parsed) = parse(&text) else {
         return (text, Vec::new());
     };
-    let mut found = ApiParameters {
+    let mut found = Insertions {
         start: deno_ast::StartSourcePos::START_SOURCE_POS.as_byte_pos().0,
         at: Vec::new(),
+        route_type,
     };
     parsed.program_ref().visit_with(&mut found);
     if found.at.is_empty() {
         return (text, Vec::new());
     }
-    found.at.sort_unstable();
-    let mut out = String::with_capacity(text.len() + found.at.len() * TYPED.len());
+    // In order; at one place, what closes an expression before what opens one.
+    found
+        .at
+        .sort_by_key(|(at, added)| (*at, added.starts_with('(')));
+    let mut out =
+        String::with_capacity(text.len() + found.at.iter().map(|(_, a)| a.len()).sum::<usize>());
     let mut inserted = Vec::new();
     let mut last = 0;
-    for at in found.at {
+    for (at, added) in found.at {
         out.push_str(&text[last..at]);
         let line = out.matches('\n').count() as u32;
         let line_start = out.rfind('\n').map_or(0, |i| i + 1);
         let column = out[line_start..].encode_utf16().count() as u32;
-        inserted.push((line, column));
-        out.push_str(TYPED);
+        inserted.push((line, column, added.encode_utf16().count() as u32));
+        out.push_str(&added);
         last = at;
     }
     out.push_str(&text[last..]);
     (out, inserted)
 }
 
-/// Where untyped parameters named `api` end.
-struct ApiParameters {
-    start: u32,
-    at: Vec<usize>,
+/// An SDK call given more than its parameters object, as the parser found it: group, method,
+/// how many arguments, where the second starts, the call's range (parser positions).
+struct Found {
+    group: String,
+    method: String,
+    arguments: usize,
+    second: u32,
+    call: (u32, u32),
 }
 
-impl ApiParameters {
+/// What [`annotated`] adds, and where (byte offsets of the text).
+struct Insertions<'a> {
+    start: u32,
+    at: Vec<(usize, String)>,
+    route_type: RouteType<'a>,
+}
+
+impl Insertions<'_> {
     fn pattern(&mut self, pat: &Pat) {
         if let Pat::Ident(binding) = pat
             && binding.id.sym.as_ref() == "api"
             && binding.type_ann.is_none()
         {
-            self.at
-                .push(binding.id.span.hi.0.saturating_sub(self.start) as usize);
+            let at = binding.id.span.hi.0.saturating_sub(self.start) as usize;
+            self.at.push((at, TYPED.to_owned()));
         }
     }
 }
 
-impl Visit for ApiParameters {
+impl Visit for Insertions<'_> {
+    fn visit_call_expr(&mut self, call: &CallExpr) {
+        if let Some((method, parts, _)) = raw_request(call)
+            && let Some(ty) = (self.route_type)(&method, &parts)
+        {
+            let lo = call.span.lo.0.saturating_sub(self.start) as usize;
+            let hi = call.span.hi.0.saturating_sub(self.start) as usize;
+            self.at.push((lo, "(".to_owned()));
+            self.at.push((hi, format!(" as {ty})")));
+        }
+        call.visit_children_with(self);
+    }
+
     fn visit_param(&mut self, param: &deno_ast::swc::ast::Param) {
         self.pattern(&param.pat);
         param.visit_children_with(self);
@@ -117,8 +177,14 @@ impl Visit for ApiParameters {
 }
 
 impl Document {
-    /// The document for `code`.
+    /// The document for `code`, raw requests untyped.
+    #[cfg(test)]
     pub fn new(code: &str) -> Self {
+        Self::typed(code, &|_, _| None)
+    }
+
+    /// The document for `code`, a raw request typed by `route_type` where it says.
+    pub fn typed(code: &str, route_type: RouteType<'_>) -> Self {
         let code = code.trim_start_matches('\u{FEFF}');
         let as_module = parse(code).is_some();
         let (text, offset) = match as_module {
@@ -131,7 +197,7 @@ impl Document {
                 2,
             ),
         };
-        let (text, inserted) = typed_api_parameters(text);
+        let (text, inserted) = annotated(text, route_type);
         let parsed = parse(&text);
         let unparsable = !as_module && parsed.is_none();
         let mut spans = Spans {
@@ -180,9 +246,43 @@ impl Document {
                 (group, method, key, value, line, character)
             })
             .collect();
+        let positional = spans
+            .positional
+            .into_iter()
+            .map(|found| {
+                let (line, character) = position(found.second);
+                Positional {
+                    group: found.group,
+                    method: found.method,
+                    arguments: found.arguments,
+                    line,
+                    character,
+                    call: to_range(found.call),
+                }
+            })
+            .collect();
         Self {
             raw_requests,
             fractions,
+            positional,
+            first_arguments: spans.first_arguments.into_iter().map(to_range).collect(),
+            flow: super::flow::Flow {
+                bindings: spans
+                    .bindings
+                    .into_iter()
+                    .map(|(name, from)| (name, to_range(from)))
+                    .collect(),
+                uses: spans
+                    .uses
+                    .into_iter()
+                    .map(|(name, at)| (name, to_range((at, at)).0))
+                    .collect(),
+                calls: spans
+                    .sdk_arguments
+                    .into_iter()
+                    .map(|(call, arguments)| (call, to_range(arguments)))
+                    .collect(),
+            },
             declared_types: spans.declared_types,
             assigned_names: spans.assigned_names,
             names: spans
@@ -213,12 +313,11 @@ impl Document {
     /// A UTF-16 column of the checked text as a column of the model's line: the annotations
     /// sdkbox added before it taken out.
     pub fn model_character(&self, line: u32, character: u32) -> u32 {
-        let width = TYPED.encode_utf16().count() as u32;
         let before = self
             .inserted
             .iter()
-            .filter(|(l, c)| *l == line && *c < character)
-            .map(|(_, c)| (character - c).min(width))
+            .filter(|(l, c, _)| *l == line && *c < character)
+            .map(|(_, c, width)| (character - c).min(*width))
             .sum::<u32>();
         character - before
     }
@@ -261,6 +360,25 @@ impl Document {
     /// Whether a position is at a literal value written in an SDK call's arguments.
     pub fn at_sdk_literal_value(&self, line: u32, character: u32) -> bool {
         self.within(&self.literal_values, line, character)
+    }
+
+    /// The byte offset in the checked text of a 0-based line and UTF-16 character.
+    pub fn offset_of(&self, line: u32, character: u32) -> Option<usize> {
+        self.at(line, character)
+    }
+
+    /// Whether a position is in the first argument of an SDK call written from `api`.
+    pub fn at_sdk_first_argument(&self, line: u32, character: u32) -> bool {
+        self.within(&self.first_arguments, line, character)
+    }
+
+    /// Whether a position is in an SDK call given more than its parameters object.
+    pub fn in_positional_call(&self, line: u32, character: u32) -> bool {
+        self.at(line, character).is_some_and(|at| {
+            self.positional
+                .iter()
+                .any(|p| (p.call.0..p.call.1).contains(&at))
+        })
     }
 
     /// Whether a position is at a property name that is called (`x.filter(...)`).
@@ -338,6 +456,17 @@ struct Spans {
     /// path starts.
     raw_requests: Vec<(String, Vec<super::routes::Part>, u32)>,
     fractions: Vec<(String, String, String, f64, u32)>,
+    /// SDK calls given arguments after the parameters object: group, method, how many
+    /// arguments, where the second starts, the call's range.
+    positional: Vec<Found>,
+    first_arguments: Vec<(u32, u32)>,
+    /// Names bound, each with the range of what it is bound from.
+    bindings: Vec<(String, (u32, u32))>,
+    /// Names read, where.
+    uses: Vec<(String, u32)>,
+    /// SDK calls written from `api` (or `api.request` with a literal method), with the
+    /// range of their arguments.
+    sdk_arguments: Vec<(super::flow::Called, (u32, u32))>,
     declared_types: std::collections::HashSet<String>,
     assigned_names: std::collections::HashSet<String>,
     start: u32,
@@ -362,6 +491,36 @@ fn is_literal(expr: &Expr) -> bool {
         Expr::Unary(unary) => matches!(&*unary.arg, Expr::Lit(_)),
         _ => false,
     }
+}
+
+/// Whether the run-time SDK refuses a call with these arguments whatever their values: more
+/// than the parameters object, none spread, one after it not `undefined`, and not the three an
+/// array method hands its callback (`list.map(api.customers.create)`: an item, a number, the
+/// array), which it takes.
+fn refused_arguments(args: &[deno_ast::swc::ast::ExprOrSpread]) -> bool {
+    if args.len() < 2 || args.iter().any(|a| a.spread.is_some()) {
+        return false;
+    }
+    let undefined = |e: &Expr| matches!(e, Expr::Ident(i) if i.sym.as_ref() == "undefined");
+    if args[1..].iter().all(|a| undefined(&a.expr)) {
+        return false;
+    }
+    // Values that cannot be a number, or an array.
+    let not_number = |e: &Expr| {
+        matches!(
+            e,
+            Expr::Object(_) | Expr::Array(_) | Expr::Tpl(_) | Expr::Arrow(_) | Expr::Fn(_)
+        ) || matches!(e, Expr::Lit(lit) if !matches!(lit, deno_ast::swc::ast::Lit::Num(_)))
+    };
+    let not_array = |e: &Expr| {
+        matches!(
+            e,
+            Expr::Object(_) | Expr::Tpl(_) | Expr::Lit(_) | Expr::Arrow(_) | Expr::Fn(_)
+        )
+    };
+    let callback_shaped =
+        args.len() == 3 && !not_number(&args[1].expr) && !not_array(&args[2].expr);
+    !callback_shaped
 }
 
 /// The literal values in an argument's object and array literals, each with its key.
@@ -527,6 +686,25 @@ fn path_parts(expr: &Expr) -> Option<Vec<super::routes::Part>> {
     }
 }
 
+/// An `api.request` call with a literal method and path: the method (upper case), the path's
+/// parts, and where the path starts (parser position).
+fn raw_request(call: &CallExpr) -> Option<(String, Vec<super::routes::Part>, u32)> {
+    let Callee::Expr(callee) = &call.callee else {
+        return None;
+    };
+    let Expr::Member(member) = &**callee else {
+        return None;
+    };
+    let [method, path, ..] = &call.args[..] else {
+        return None;
+    };
+    if dotted(member).as_deref() != Some("api.request") {
+        return None;
+    }
+    let method = literal_text(&method.expr)?.to_ascii_uppercase();
+    Some((method, path_parts(&path.expr)?, path.expr.span().lo.0))
+}
+
 /// `api.orders.retrieve` for a chain of plain names, else `None`.
 fn dotted(member: &MemberExpr) -> Option<String> {
     let prop = match &member.prop {
@@ -569,6 +747,11 @@ impl Visit for Spans {
 
     fn visit_assign_expr(&mut self, assign: &deno_ast::swc::ast::AssignExpr) {
         use deno_ast::swc::ast::{AssignTarget, SimpleAssignTarget};
+        if let AssignTarget::Simple(SimpleAssignTarget::Ident(name)) = &assign.left {
+            let from = assign.right.span();
+            self.bindings
+                .push((name.id.sym.to_string(), (from.lo.0, from.hi.0)));
+        }
         if let AssignTarget::Simple(SimpleAssignTarget::Member(member)) = &assign.left
             && let MemberProp::Ident(name) = &member.prop
         {
@@ -586,6 +769,8 @@ impl Visit for Spans {
             Prop::Setter(setter) => Some(&setter.key),
             Prop::Shorthand(name) => {
                 self.assigned_names.insert(name.sym.to_string());
+                // `{ sha }` reads the variable `sha`.
+                self.uses.push((name.sym.to_string(), name.span.lo.0));
                 None
             }
             Prop::Assign(_) => None,
@@ -608,8 +793,40 @@ impl Visit for Spans {
         call.visit_children_with(self);
     }
 
+    fn visit_expr(&mut self, expr: &Expr) {
+        if let Expr::Ident(name) = expr {
+            self.uses.push((name.sym.to_string(), name.span.lo.0));
+        }
+        expr.visit_children_with(self);
+    }
+
+    fn visit_for_of_stmt(&mut self, stmt: &deno_ast::swc::ast::ForOfStmt) {
+        use deno_ast::swc::ast::ForHead;
+        let from = stmt.right.span();
+        let mut names = Vec::new();
+        match &stmt.left {
+            ForHead::VarDecl(decl) => {
+                for declarator in &decl.decls {
+                    super::flow::bound_names(&declarator.name, &mut names);
+                }
+            }
+            ForHead::Pat(pat) => super::flow::bound_names(pat, &mut names),
+            ForHead::UsingDecl(_) => {}
+        }
+        self.bindings
+            .extend(names.into_iter().map(|name| (name, (from.lo.0, from.hi.0))));
+        stmt.visit_children_with(self);
+    }
+
     fn visit_var_declarator(&mut self, declarator: &deno_ast::swc::ast::VarDeclarator) {
         use deno_ast::swc::ast::ObjectPatProp;
+        if let Some(init) = &declarator.init {
+            let from = init.span();
+            let mut names = Vec::new();
+            super::flow::bound_names(&declarator.name, &mut names);
+            self.bindings
+                .extend(names.into_iter().map(|name| (name, (from.lo.0, from.hi.0))));
+        }
         if declarator.init.as_deref().is_some_and(is_sdk_result) {
             match &declarator.name {
                 Pat::Ident(name) => {
@@ -650,13 +867,28 @@ impl Visit for Spans {
         }
         if let Callee::Expr(callee) = &call.callee
             && let Expr::Member(member) = &**callee
-            && dotted(member).as_deref() == Some("api.request")
-            && let [method, path, ..] = &call.args[..]
-            && let Some(method) = literal_text(&method.expr)
-            && let Some(parts) = path_parts(&path.expr)
+            && let Some(name) = dotted(member)
+            && let (Some(first), Some(last)) = (call.args.first(), call.args.last())
         {
-            self.raw_requests
-                .push((method.to_ascii_uppercase(), parts, path.expr.span().lo.0));
+            let called = match name.strip_prefix("api.").and_then(|n| n.rsplit_once('.')) {
+                Some((group, method)) => Some(super::flow::Called::Sdk {
+                    group: group.to_owned(),
+                    method: method.to_owned(),
+                }),
+                None if name == "api.request" => {
+                    literal_text(&first.expr).map(|method| super::flow::Called::Raw {
+                        method: method.to_ascii_uppercase(),
+                    })
+                }
+                None => None,
+            };
+            if let Some(called) = called {
+                let range = (first.expr.span().lo.0, last.expr.span().hi.0);
+                self.sdk_arguments.push((called, range));
+            }
+        }
+        if let Some((method, parts, path)) = raw_request(call) {
+            self.raw_requests.push((method, parts, path));
         }
         if let Callee::Expr(callee) = &call.callee
             && let Expr::Member(member) = &**callee
@@ -708,9 +940,27 @@ impl Visit for Spans {
             }
         }
         if let Callee::Expr(callee) = &call.callee
+            && let Expr::Member(member) = &**callee
+            && let Some(name) = dotted(member)
+            && let Some((path, method)) = name.strip_prefix("api.").and_then(|n| n.rsplit_once('.'))
+            && refused_arguments(&call.args)
+        {
+            self.positional.push(Found {
+                group: path.to_owned(),
+                method: method.to_owned(),
+                arguments: call.args.len(),
+                second: call.args[1].expr.span().lo.0,
+                call: (call.span.lo.0, call.span.hi.0),
+            });
+        }
+        if let Callee::Expr(callee) = &call.callee
             && rooted_at_api(callee)
         {
             self.calls.push((call.span.lo.0, call.span.hi.0));
+            if let Some(first) = call.args.first().filter(|a| a.spread.is_none()) {
+                let span = first.expr.span();
+                self.first_arguments.push((span.lo.0, span.hi.0));
+            }
             for argument in &call.args {
                 match &*argument.expr {
                     Expr::Object(object) => {

@@ -10,6 +10,7 @@
 mod checker;
 pub mod compiler;
 mod document;
+mod flow;
 mod lsp;
 mod routes;
 
@@ -375,13 +376,27 @@ impl TypeCheck {
             return Verdict::Run(Vec::new());
         };
         let owned = code.to_owned();
+        let sdk = self.sdk.clone();
         let built = tokio::task::spawn_blocking(move || {
+            let document = move || {
+                // A raw request the spec surely routes returns what its operation returns;
+                // at most a few per script are judged, as the routes below are.
+                let judged = std::sync::atomic::AtomicUsize::new(0);
+                let route_type = |method: &str, parts: &[routes::Part]| {
+                    if judged.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= MAX_JUDGED {
+                        return None;
+                    }
+                    let op = routes::operation(method, parts, sdk.operations())?;
+                    Some(returned_type(op))
+                };
+                Document::typed(&owned, &route_type)
+            };
             if depth <= 64 {
-                return Some(Document::new(&owned));
+                return Some(document());
             }
             std::thread::Builder::new()
                 .stack_size(PARSER_STACK)
-                .spawn(move || Document::new(&owned))
+                .spawn(document)
                 .ok()?
                 .join()
                 .ok()
@@ -449,11 +464,31 @@ impl TypeCheck {
             group_types: &self.group_types,
             sdk: &self.sdk,
         };
-        // A name the SDK resolves at run time (`api.orders.retrieve` for `get`) is fine.
+        // A name the SDK resolves at run time (`api.orders.retrieve` for `get`) is fine. A call
+        // in another SDK's positional form is said once below, in sdkbox's words with its
+        // form, not as the compiler's count of arguments.
         let mut diagnostics: Vec<Diagnostic> = diagnostics
             .into_iter()
             .filter(|d| !resolves(&known, d))
+            .filter(|d| {
+                !(matches!(d.code, 2345 | 2554) && document.in_positional_call(d.line, d.character))
+            })
             .collect();
+        diagnostics.extend(
+            document
+                .positional
+                .iter()
+                .take(MAX_JUDGED)
+                .filter_map(|call| {
+                    let op = self.sdk.operation(&call.group, &call.method).ok()?;
+                    Some(Diagnostic {
+                        code: ROUTE,
+                        message: crate::sdk::positional(op, call.arguments),
+                        line: call.line,
+                        character: call.character,
+                    })
+                }),
+        );
         // A fraction where the SDK takes integers: the compiler sees only `number`.
         // Each judged against the spec: at most a few per script (a stop lists a few anyway),
         // so that a script of many calls cannot make one check walk the spec many times.
@@ -629,6 +664,87 @@ fn is_json_type(ty: &str, known: &Known<'_>, on_response: bool) -> bool {
         })
 }
 
+/// Whether a diagnostic that does not stop a run by itself is a doubt about a value: a field
+/// a response does not declare read (not called), a list object indexed as an array, or a
+/// value that may be `undefined` given where the SDK takes a value.
+fn doubtful(diagnostic: &Diagnostic, known: &Known<'_>) -> bool {
+    let message = &diagnostic.message;
+    match diagnostic.code {
+        2339 | 2551 => {
+            !known
+                .document
+                .at_called_property(diagnostic.line, diagnostic.character)
+                && type_in(message).is_some_and(|ty| is_json_type(ty, known, false))
+        }
+        7053 => message
+            .split_once("index type '")
+            .and_then(|(_, rest)| rest.split_once('\''))
+            .is_some_and(|(ty, _)| is_json_type(ty, known, false)),
+        2322 | 2345 | 2769 => message.contains("undefined'"),
+        _ => false,
+    }
+}
+
+/// The write (`api.customers.update`, `api.request POST`) the doubtful value at a diagnostic
+/// reaches within the script (see [`flow`]), if any.
+fn reached_write(diagnostic: &Diagnostic, known: &Known<'_>) -> Option<String> {
+    let at = known
+        .document
+        .offset_of(diagnostic.line, diagnostic.character)?;
+    let is_write = |called: &flow::Called| match called {
+        flow::Called::Sdk { group, method } => known
+            .sdk
+            .operation(group, method)
+            .is_ok_and(|op| !matches!(op.method.to_ascii_uppercase().as_str(), "GET" | "HEAD")),
+        flow::Called::Raw { method } => !matches!(method.as_str(), "GET" | "HEAD"),
+    };
+    known
+        .document
+        .flow
+        .reaches(at, is_write)
+        .map(|called| match called {
+            flow::Called::Sdk { group, method } => format!("api.{group}.{method}"),
+            flow::Called::Raw { method } => format!("api.request(\"{method}\", ...)"),
+        })
+}
+
+/// What the SDK method of `op` returns, as the declarations name it:
+/// `ReturnType<SdkboxApi["orders"]["get"]>`.
+fn returned_type(op: &crate::spec::Operation) -> String {
+    let keys: String = op
+        .group
+        .split('.')
+        .filter(|part| !part.is_empty())
+        .chain(std::iter::once(op.name.as_str()))
+        .map(|key| format!("[{}]", serde_json::Value::from(key)))
+        .collect();
+    format!("ReturnType<SdkboxApi{keys}>")
+}
+
+/// The type `api.paginate` gives, as messages name it (`SdkboxPages<Order>`).
+const PAGES: &str = "SdkboxPages<";
+
+/// Whether an "Argument of type 'T' is not assignable" message's `T` is a string, number or
+/// boolean (or a literal of one), never `undefined` or `null`, which the SDK takes as no
+/// parameters.
+fn scalar_argument(message: &str) -> bool {
+    let Some(ty) = message
+        .strip_prefix("Argument of type '")
+        .and_then(|rest| rest.split_once("' is not assignable"))
+        .map(|(ty, _)| ty)
+    else {
+        return false;
+    };
+    ty.split(" | ").all(|member| {
+        matches!(
+            member,
+            "string" | "number" | "boolean" | "bigint" | "true" | "false"
+        ) || member.starts_with('"')
+            || member.starts_with('`')
+            || member.starts_with(|c: char| c.is_ascii_digit() || c == '-')
+    })
+}
+
 /// Literals and raw requests of one script judged against the spec, at most each.
 const MAX_JUDGED: usize = 32;
 
@@ -667,6 +783,35 @@ fn blocks(diagnostic: &Diagnostic, known: &Known<'_>) -> bool {
                 && type_in(&diagnostic.message).is_some_and(|ty| {
                     is_json_type(ty, known, document.at_called_on_response(line, character))
                 }) =>
+        {
+            true
+        }
+        // What `api.paginate` gives used as an array: a method or `.length` read on it, or it
+        // iterated, spread or made an array of: each throws whatever the pages hold (its
+        // object has nothing an array has).
+        2339 | 2551
+            if type_in(&diagnostic.message).is_some_and(|ty| ty.starts_with(PAGES))
+                && (document.at_called_property(line, character)
+                    || property_in(&diagnostic.message) == Some("length")) =>
+        {
+            true
+        }
+        2488 | 2495 | 2504 | 2548 | 2549 | 2802
+            if diagnostic.message.contains(&format!("'{PAGES}")) =>
+        {
+            true
+        }
+        2345 | 2769
+            if diagnostic.message.contains(&format!("type '{PAGES}"))
+                && (diagnostic.message.contains("Iterable<")
+                    || diagnostic.message.contains("ArrayLike<")) =>
+        {
+            true
+        }
+        // A string, number or boolean where the SDK takes its one object of parameters
+        // (`api.zones.get(zone_id)`): refused at run time whatever its value.
+        2345 if document.at_sdk_first_argument(line, character)
+            && scalar_argument(&diagnostic.message) =>
         {
             true
         }
@@ -720,8 +865,22 @@ fn judge(known: &Known<'_>, code: &str, diagnostics: &[Diagnostic], mode: Mode) 
         }
         (Some(line + 1), column)
     };
+    // A doubt that reaches a write stops the run too, saying which write it reaches.
+    let into_write = |d: &Diagnostic| {
+        doubtful(d, known)
+            .then(|| reached_write(d, known))
+            .flatten()
+    };
     let said = |d: &Diagnostic| {
-        let message = crate::egress::cut(&d.message.replace('\n', " "), MAX_MESSAGE);
+        let mut message = d.message.replace('\n', " ");
+        if !blocks(d, known)
+            && let Some(write) = into_write(d)
+        {
+            message.push_str(&format!(
+                " (this value flows into {write}, a write, which would send it as it is)"
+            ));
+        }
+        let message = crate::egress::cut(&message, MAX_MESSAGE);
         let code = match d.code {
             ROUTE => "sdkbox".to_owned(),
             code => format!("TS{code}"),
@@ -733,7 +892,7 @@ fn judge(known: &Known<'_>, code: &str, diagnostics: &[Diagnostic], mode: Mode) 
     };
     let (stopping, warning): (Vec<&Diagnostic>, Vec<&Diagnostic>) = diagnostics
         .iter()
-        .partition(|d| mode == Mode::Block && blocks(d, known));
+        .partition(|d| mode == Mode::Block && (blocks(d, known) || into_write(d).is_some()));
     let warnings: Vec<String> = warning.iter().take(MAX_WARNINGS).map(|d| said(d)).collect();
     let Some(first) = stopping.first() else {
         return Verdict::Run(warnings);
@@ -756,7 +915,7 @@ fn judge(known: &Known<'_>, code: &str, diagnostics: &[Diagnostic], mode: Mode) 
         kind: ErrorKind::Type,
         name: Some("TypeError".into()),
         message: format!(
-            "the code was not run: the type check found {} certain error{} in it (nothing was sent); fix {} and run it again:\n{}{more}",
+            "the code was not run: the type check found {} error{} in it that the SDK refuses whatever the values, or that reach a write (nothing was sent); fix {} and run it again:\n{}{more}",
             stopping.len(),
             if stopping.len() == 1 { "" } else { "s" },
             if stopping.len() == 1 { "it" } else { "them" },

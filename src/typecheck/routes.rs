@@ -90,30 +90,7 @@ pub fn unknown(request: &RawRequest, operations: &[Operation]) -> Option<String>
 /// segment holding a substitution at least `least` of the template's segments, any number
 /// more (it may hold slashes; with `least` 0, nothing).
 fn fits(parts: &[Part], template: &str, least: usize) -> bool {
-    // The written segments: their text, or `None` for one holding a substitution.
-    let mut written: Vec<Option<String>> = vec![Some(String::new())];
-    for part in parts {
-        match part {
-            Part::Any => {
-                if let Some(last) = written.last_mut() {
-                    *last = None;
-                }
-            }
-            Part::Text(text) => {
-                let mut pieces = text.split('/');
-                if let (Some(first), Some(Some(last))) = (pieces.next(), written.last_mut()) {
-                    last.push_str(first);
-                }
-                written.extend(pieces.map(|piece| Some(piece.to_owned())));
-            }
-        }
-    }
-    // Leading and trailing slashes make empty segments, as do doubled ones (URLs keep those,
-    // but no template has them).
-    let written: Vec<Option<String>> = written
-        .into_iter()
-        .filter(|segment| segment.as_deref() != Some(""))
-        .collect();
+    let written = segments(parts);
     let template: Vec<&str> = template.split('/').filter(|s| !s.is_empty()).collect();
     let (n, m) = (written.len(), template.len());
     // reach[i][j]: the first i written segments can reach the first j of the template.
@@ -135,6 +112,63 @@ fn fits(parts: &[Part], template: &str, least: usize) -> bool {
         }
     }
     reach[n][m]
+}
+
+/// The operation a raw request surely calls, to type what it returns: the one whose path the
+/// written one fits segment for segment, each substitution standing for one parameter
+/// segment, and the fewest parameters among them (`/invoices/upcoming` is that operation,
+/// not `/invoices/{invoice}`); `None` when none fits, or several equally.
+pub fn operation<'a>(
+    method: &str,
+    parts: &[Part],
+    operations: &'a [Operation],
+) -> Option<&'a Operation> {
+    let written = segments(parts);
+    let fitting = operations.iter().filter(|op| {
+        let template: Vec<&str> = op.path.split('/').filter(|s| !s.is_empty()).collect();
+        op.method.eq_ignore_ascii_case(method)
+            && template.len() == written.len()
+            && written.iter().zip(&template).all(|(got, want)| match got {
+                None => want.starts_with('{') && want.ends_with('}'),
+                Some(got) => crate::sdk::Sdk::segment_fits(want, got),
+            })
+    });
+    let parameters = |op: &Operation| op.path.matches('{').count();
+    let mut best: Option<(&Operation, bool)> = None;
+    for op in fitting {
+        best = match best {
+            Some((known, tied)) if parameters(known) < parameters(op) => Some((known, tied)),
+            Some((known, _)) if parameters(known) == parameters(op) => Some((known, true)),
+            _ => Some((op, false)),
+        };
+    }
+    best.and_then(|(op, tied)| (!tied).then_some(op))
+}
+
+/// A written path's segments: their text, or `None` for one holding a substitution; empty
+/// segments (leading, trailing or doubled slashes) left out, as no template has them.
+fn segments(parts: &[Part]) -> Vec<Option<String>> {
+    let mut written: Vec<Option<String>> = vec![Some(String::new())];
+    for part in parts {
+        match part {
+            Part::Any => {
+                if let Some(last) = written.last_mut() {
+                    *last = None;
+                }
+            }
+            Part::Text(text) => {
+                let mut pieces = text.split('/');
+                if let (Some(first), Some(Some(last))) = (pieces.next(), written.last_mut()) {
+                    last.push_str(first);
+                }
+                written.extend(pieces.map(|piece| Some(piece.to_owned())));
+            }
+        }
+    }
+    written
+        .into_iter()
+        .filter(|segment| segment.as_deref() != Some(""))
+        .collect()
 }
 
 /// Edit distance between two short texts, for "did you mean".

@@ -79,6 +79,7 @@ fn call(op: &Operation, params: Map<String, Value>) -> SdkCall {
         group: op.group.clone(),
         method: op.name.clone(),
         params: Value::Object(params),
+        extra: 0,
     }
 }
 
@@ -164,6 +165,7 @@ async fn a_misspelled_parameter_is_refused_before_sending() {
             group: "customers".into(),
             method: "list".into(),
             params: json!({"limt": 5}),
+            extra: 0,
         })
         .unwrap_err()
         .to_string();

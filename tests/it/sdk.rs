@@ -209,7 +209,15 @@ async fn bad_calls_fail_before_any_request_with_a_fix() {
         ),
         (
             "api.widgets.get('w1')",
-            "takes one object of parameters, like { widget_id, expand? }; got string \"w1\"",
+            "takes one object of parameters, like { widget_id, expand? }; got string \"w1\"; ids in the path go in the object by name (widget_id)",
+        ),
+        (
+            "api.widgets.get('w1', { expand: ['a'] })",
+            "api.widgets.get takes one object of parameters, like api.widgets.get({ widget_id, expand? }); it was given 2 arguments (another SDK's positional form",
+        ),
+        (
+            "api.widgets.create({ name: 'x' }, { idempotencyKey: 'k' })",
+            "it was given 2 arguments",
         ),
     ];
     for (call, expected) in cases {
@@ -282,6 +290,37 @@ return { cursor, linked, runs, zones, named, wrong, looped, keys, overlapped: pe
         })
     );
     assert_eq!(outcome.http.len(), 3 + 3 + 3 + 3 + 3 + 1 + 1 + 3 + 1 + 3);
+}
+
+/// What `api.paginate` gives is no array: array habits throw saying what to write, and
+/// `Array.fromAsync` collects it; an array method's callback arguments are not another SDK's
+/// positional arguments.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_are_no_array_and_callback_arguments_are_not_positional() {
+    let provider = Provider::start().await;
+    let sandbox = sandbox(&provider).await;
+    let code = r#"
+const all = await Array.fromAsync(api.paginate(api.cursor.list, { limit: 3 }));
+const misuse = [];
+for (const attempt of [
+  () => api.paginate(api.cursor.list, {}).filter((x) => x),
+  () => api.paginate(api.cursor.list, {}).length,
+  () => { for (const x of api.paginate(api.cursor.list, {})) {} },
+  () => [...api.paginate(api.cursor.list, {})],
+  () => Array.from(api.paginate(api.cursor.list, {})),
+]) {
+  try { attempt(); misuse.push("no error"); } catch (e) { misuse.push(e instanceof TypeError && e.message.includes("Array.fromAsync(api.paginate(...))")); }
+}
+const made = await Promise.all([{ name: "a" }, { name: "b" }].map(api.widgets.create));
+return { all: all.length, misuse, made: made.length };
+"#;
+    let outcome = run(&sandbox, code).await;
+    assert!(outcome.ok, "{outcome:?}");
+    assert_eq!(
+        outcome.result,
+        json!({ "all": 7, "misuse": [true, true, true, true, true], "made": 2 })
+    );
+    assert_eq!(outcome.http.len(), 3 + 2);
 }
 
 /// Issue 21: spec names that are also JavaScript's or `api`'s own (`constructor`,

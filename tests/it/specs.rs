@@ -45,6 +45,7 @@ fn prepare(
         group: group.into(),
         method: method.into(),
         params,
+        extra: 0,
     };
     sdk.prepare(&call)
         .unwrap_or_else(|e| panic!("api.{group}.{method}: {e}"))
@@ -75,6 +76,7 @@ async fn stripe_loads_from_json_and_yaml() {
         group: "customers".into(),
         method: "list".into(),
         params: json!({"limit": "10"}),
+        extra: 0,
     });
     assert!(
         error
@@ -297,6 +299,7 @@ async fn pathological_specs_are_refused_or_loaded_within_bounds() {
         group: "x".into(),
         method: "get".into(),
         params: json!({"kind": "v4999x"}),
+        extra: 0,
     };
     assert!(sdk.prepare(&call).is_ok());
     // A spec by URL larger than the cap is refused as it streams in.

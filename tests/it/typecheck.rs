@@ -368,6 +368,85 @@ async fn the_sdk_reached_any_way_and_methods_json_lacks_are_certain() {
     assert_eq!(warnings.len(), 1, "{warnings:?}");
 }
 
+/// Issue 35, items 2 and 4: another SDK's positional form and pages used as an array are
+/// certain (the SDK refuses them, or they throw, whatever the values), and say sdkbox's form;
+/// a doubt about a value stops the run when the value reaches a write (written in its
+/// arguments or through names bound from it, raw requests typed by their route), and stays a
+/// warning when it reaches only a read or the result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_sdks_shapes_misused_pages_and_doubts_reaching_writes_are_stopped() {
+    let Some(check) = demo_checker().await else {
+        return;
+    };
+    let who = sdkbox::fair::Principal::stdio();
+    let positional = "await api.refunds.create({ order: \"ord_001\" });\n\
+                      await api.customers.update(\"cus_001\", { name: \"Ana\" });";
+    let Verdict::Stop(error) = check.verdict(positional, &who).await else {
+        panic!("the positional form ran");
+    };
+    assert!(
+        error
+            .message
+            .contains("api.customers.update takes one object of parameters, like api.customers.update({ customer_id")
+            && error.message.contains("given 2 arguments")
+            && !error.message.contains("TS2554"),
+        "{}",
+        error.message
+    );
+    let flows = "const o = await api.orders.get({ order_id: \"ord_001\" });\n\
+                 await api.customers.update({ customer_id: o.customer_id, name: \"x\" });";
+    let Verdict::Stop(error) = check.verdict(flows, &who).await else {
+        panic!("an undeclared field reaching a write ran");
+    };
+    assert!(
+        error
+            .message
+            .contains("flows into api.customers.update, a write"),
+        "{}",
+        error.message
+    );
+    let stopped = [
+        // Positional forms and scalars where the parameters object goes.
+        "const o = await api.orders.get({ order_id: \"ord_001\" });\nawait api.refunds.create(o.id, { amount: 100 });",
+        "const id: string = \"ord_001\";\nreturn api.orders.get(id);",
+        "const owner = \"a\", n = 2;\nawait api.customers.update(owner, \"b\", n, { name: \"x\" });",
+        "await api.customers.create({ email: \"a@example.com\" }, { idempotencyKey: \"k1\" });",
+        // Pages used as an array.
+        "const paid = api.paginate(api.orders.list, { status: \"paid\" }).filter((o) => o.amount > 0);\nreturn paid;",
+        "for (const o of api.paginate(api.orders.list, {})) await api.orders.cancel({ order_id: o.id });",
+        "return [...api.paginate(api.orders.list, {})].length;",
+        "return Array.from(api.paginate(api.orders.list, {})).map((o) => o.id);",
+        "const all = await api.paginate(api.orders.list, {});\nreturn all.map((o) => o.id);",
+        "return api.paginate(api.orders.list, {}).length;",
+        // Doubts reaching writes: through names, list indexing, typed raw requests, a template.
+        "const o = await api.orders.get({ order_id: \"ord_001\" });\nconst id = o.customer_id;\nconst { c } = { c: id };\nawait api.customers.update({ customer_id: c });",
+        "const list = await api.customers.list({ limit: 1 });\nconst first = list[0];\nawait api.customers.update({ customer_id: first.id, name: \"x\" });",
+        "const o = await api.request(\"GET\", \"/orders/ord_001\");\nawait api.customers.update({ customer_id: o.customer_id });",
+        "const o = await api.orders.get({ order_id: \"ord_001\" });\nawait api.request(\"POST\", `/orders/${o.order_idd}/cancel`);",
+        "const r = await api.refunds.list({});\nfor (const x of r.data) await api.orders.cancel({ order_id: x.order_id });",
+    ];
+    assert_verdicts(&check, &stopped, &[]).await;
+    let valid = [
+        "return Promise.all([{ email: \"a@example.com\" }, { email: \"b@example.com\" }].map(api.customers.create));",
+        "const all = await Array.fromAsync(api.paginate(api.orders.list, { status: \"paid\" }));\nreturn all.map((o) => o.id);",
+        "const ids = [];\nfor await (const o of api.paginate(api.orders.list, {})) ids.push(o.id);\nreturn ids;",
+        "const o = await api.request(\"GET\", \"/orders/ord_001\");\nawait api.customers.update({ customer_id: o.customer, name: \"x\" });",
+        "return api.customers.list(undefined);",
+    ];
+    assert_verdicts(&check, &[], &valid).await;
+    // The same doubts reaching only a read or the result stay warnings.
+    for code in [
+        "const o = await api.orders.get({ order_id: \"ord_001\" });\nconst c = await api.customers.get({ customer_id: o.customer_id });\nreturn c;",
+        "const o = await api.orders.get({ order_id: \"ord_001\" });\nawait api.customers.update({ customer_id: \"cus_001\", name: \"x\" });\nreturn o.customer_id;",
+        "const list = await api.customers.list({ limit: 1 });\nreturn list[0];",
+    ] {
+        let Verdict::Run(warnings) = check.verdict(code, &who).await else {
+            panic!("a doubt that reaches no write stopped the run: {code}");
+        };
+        assert!(!warnings.is_empty(), "{code}");
+    }
+}
+
 /// Review findings on Stripe's SDK: a group spelling the SDK resolves, a group named like a
 /// schema, the code's own methods on an object, and a type the code declares with a group's
 /// name are not stopped; a method only a nested group of the same last name has, an array's
