@@ -396,29 +396,32 @@
     const group = path.slice(0, -1).join(".");
     const method = path[path.length - 1];
     const what = `api.${key}`;
-    const call = async (params, extra = 0) => {
+    const invoke = async (params, extra) => {
       if (group === "") {
         throw new TypeError(`${what} is a group, not a method: call one of its methods (search_docs shows them)`);
       }
       return settle(await callRaw(group, method, params, extra), what);
     };
-    const node = new Proxy(call, {
+    const node = new Proxy(async (params) => invoke(params, 0), {
       get(target, name) {
         // A node is a function to `fn.call(...)`, `fn.bind(...)` and string conversion;
-        // those names are renamed with a `_` in the SDK (spec/naming), like `then`.
-        if (name === "call" || name === "apply" || name === "bind") return FunctionPrototype[name].bind(target);
+        // those names are renamed with a `_` in the SDK (spec/naming), like `then`. They
+        // call the node itself, so their arguments are counted as a direct call's.
+        if (name === "call" || name === "apply" || name === "bind") return FunctionPrototype[name].bind(node);
         if (name === SymbolToPrimitive) return () => what;
         if (typeof name !== "string" || name === "then" || name === "toJSON") return undefined;
         return sdkNode([...path, name]);
       },
       apply(_, __, args) {
         // One object of parameters. Arguments after it (another SDK's positional form,
-        // `update(id, { ... })`, or its request options) are refused, not dropped; an array
-        // method's callback arguments (`list.map(api.customers.create)`) are not arguments.
-        const callback = args.length === 3 && typeof args[1] === "number" && ArrayIsArray(args[2]);
+        // `update(id, { ... })`, or its request options) are refused, not dropped; what a
+        // callback is handed (`list.map(api.customers.create)`: an item, its index, the array;
+        // `Array.from(rows, api.customers.create)`: an item, its index) is not.
+        const n = args.length;
+        const callback = typeof args[1] === "number" && (n === 2 || (n === 3 && ArrayIsArray(args[2])));
         let extra = 0;
-        if (!callback) for (let i = 1; i < args.length; i++) if (args[i] !== undefined) extra = i;
-        return call(args[0], extra);
+        if (!callback) for (let i = 1; i < n; i++) if (args[i] !== undefined) extra = i;
+        return invoke(args[0], extra);
       },
     });
     operations.set(node, { group, method });

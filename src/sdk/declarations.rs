@@ -48,7 +48,7 @@ pub fn declarations(api: &Api) -> String {
     }
     out.push_str(
         "  /** Any operation by method and path (relative to the API's base URL), for what the SDK lacks. */\n  \
-         request(method: string, path: string, options?: SdkboxRequestOptions): Promise<any>;\n  \
+         request<T = any>(method: string, path: string, options?: SdkboxRequestOptions): Promise<T>;\n  \
          /** Every item of a list method, page after page: `for await (const x of api.paginate(api.customers.list, { limit: 100 }))`. */\n  \
          paginate<P, R>(method: (params: P) => Promise<R>, params?: P, options?: SdkboxPaginateOptions): SdkboxPages<SdkboxItems<R>>;\n",
     );

@@ -92,11 +92,12 @@ interface SdkboxPaginateOptions {
 /** What `api.paginate` gives: the items one at a time, read with `for await (const x of ...)`
  * or collected with `await Array.fromAsync(...)`; not an array (no `.filter`, `.length`,
  * `for ... of` or spreading: each throws, saying so). */
-interface SdkboxPages<T> extends AsyncIterable<T> {}
+interface SdkboxPages<T> extends AsyncIterableIterator<T> {}
 
 interface ArrayConstructor {
   /** Every item an async iterable gives, in order: `await Array.fromAsync(api.paginate(...))`. */
   fromAsync<T>(items: AsyncIterable<T> | Iterable<T | PromiseLike<T>> | ArrayLike<T | PromiseLike<T>>): Promise<T[]>;
+  fromAsync<T, U>(items: AsyncIterable<T> | Iterable<T> | ArrayLike<T>, map: (value: Awaited<T>, index: number) => U): Promise<Awaited<U>[]>;
 }
 
 /** The items of a list method's page: `data`, `items`, `result` or the page itself when it

@@ -84,8 +84,8 @@ const TYPED: &str = ": SdkboxApi";
 pub type RouteType<'a> = &'a dyn Fn(&str, &[super::routes::Part]) -> Option<String>;
 
 /// `text` with what the check adds for the compiler: `: SdkboxApi` after every untyped
-/// parameter named `api`, and a raw request the spec types written as that type
-/// (`(api.request("GET", "/orders/x") as ReturnType<...>)`), with where each addition went
+/// parameter named `api`, and a raw request the spec types given that type
+/// (`api.request<Awaited<ReturnType<...>>>("GET", "/orders/x")`), with where each addition went
 /// (line, UTF-16 character and width in the new text).
 fn annotated(text: String, route_type: RouteType<'_>) -> (String, Vec<(u32, u32, u32)>) {
     let Some(parsed) = parse(&text) else {
@@ -152,13 +152,17 @@ impl Insertions<'_> {
 
 impl Visit for Insertions<'_> {
     fn visit_call_expr(&mut self, call: &CallExpr) {
+        // Typed by a type argument after `api.request` (nothing is wrapped, so no line of the
+        // code is joined to the one before), unless the code gives one, or options whose
+        // headers may ask for another representation (a diff, raw bytes).
         if let Some((method, parts, _)) = raw_request(call)
+            && call.type_args.is_none()
+            && plain_options(&call.args[2..])
+            && let Callee::Expr(callee) = &call.callee
             && let Some(ty) = (self.route_type)(&method, &parts)
         {
-            let lo = call.span.lo.0.saturating_sub(self.start) as usize;
-            let hi = call.span.hi.0.saturating_sub(self.start) as usize;
-            self.at.push((lo, "(".to_owned()));
-            self.at.push((hi, format!(" as {ty})")));
+            let at = callee.span().hi.0.saturating_sub(self.start) as usize;
+            self.at.push((at, format!("<Awaited<{ty}>>")));
         }
         call.visit_children_with(self);
     }
@@ -282,6 +286,7 @@ impl Document {
                     .into_iter()
                     .map(|(call, arguments)| (call, to_range(arguments)))
                     .collect(),
+                guards: spans.guards.into_iter().map(to_range).collect(),
             },
             declared_types: spans.declared_types,
             assigned_names: spans.assigned_names,
@@ -352,6 +357,13 @@ impl Document {
         self.within(&self.calls, line, character)
     }
 
+    /// Whether a position is where an object literal written as an SDK call's argument
+    /// starts (the compiler puts the whole argument's mismatch there).
+    pub fn starts_sdk_literal_argument(&self, line: u32, character: u32) -> bool {
+        self.at(line, character)
+            .is_some_and(|at| self.literal_arguments.iter().any(|(lo, _)| *lo == at))
+    }
+
     /// Whether a position is in an object literal written as an SDK call's argument.
     pub fn at_sdk_literal_argument(&self, line: u32, character: u32) -> bool {
         self.within(&self.literal_arguments, line, character)
@@ -367,9 +379,12 @@ impl Document {
         self.at(line, character)
     }
 
-    /// Whether a position is in the first argument of an SDK call written from `api`.
+    /// Whether a position is where the first argument of an SDK call written from `api`
+    /// starts (the compiler puts an argument's own mismatch there; one inside it, in a
+    /// nested call, is elsewhere).
     pub fn at_sdk_first_argument(&self, line: u32, character: u32) -> bool {
-        self.within(&self.first_arguments, line, character)
+        self.at(line, character)
+            .is_some_and(|at| self.first_arguments.iter().any(|(lo, _)| *lo == at))
     }
 
     /// Whether a position is in an SDK call given more than its parameters object.
@@ -432,7 +447,8 @@ fn parse(text: &str) -> Option<deno_ast::ParsedSource> {
         text: text.into(),
         media_type: MediaType::TypeScript,
         capture_tokens: false,
-        scope_analysis: false,
+        // Names resolved to their bindings (`x#2` is not `x#3`), for the flow of values.
+        scope_analysis: true,
         maybe_syntax: None,
     })
     .ok()
@@ -464,6 +480,8 @@ struct Spans {
     bindings: Vec<(String, (u32, u32))>,
     /// Names read, where.
     uses: Vec<(String, u32)>,
+    /// Expressions only tested or compared.
+    guards: Vec<(u32, u32)>,
     /// SDK calls written from `api` (or `api.request` with a literal method), with the
     /// range of their arguments.
     sdk_arguments: Vec<(super::flow::Called, (u32, u32))>,
@@ -494,14 +512,20 @@ fn is_literal(expr: &Expr) -> bool {
 }
 
 /// Whether the run-time SDK refuses a call with these arguments whatever their values: more
-/// than the parameters object, none spread, one after it not `undefined`, and not the three an
-/// array method hands its callback (`list.map(api.customers.create)`: an item, a number, the
-/// array), which it takes.
+/// than the parameters object, none spread, one after it not `undefined`, and not what a
+/// callback is handed, which it takes (an item and a number, `Array.from(rows,
+/// api.customers.create)`, or an item, a number and an array, `list.map(...)`): a second
+/// argument that may be a number, and a third that may be an array, are given the benefit.
 fn refused_arguments(args: &[deno_ast::swc::ast::ExprOrSpread]) -> bool {
+    use deno_ast::swc::ast::{Lit, UnaryOp};
     if args.len() < 2 || args.iter().any(|a| a.spread.is_some()) {
         return false;
     }
-    let undefined = |e: &Expr| matches!(e, Expr::Ident(i) if i.sym.as_ref() == "undefined");
+    let undefined = |e: &Expr| match e {
+        Expr::Ident(i) => i.sym.as_ref() == "undefined",
+        Expr::Unary(unary) => unary.op == UnaryOp::Void,
+        _ => false,
+    };
     if args[1..].iter().all(|a| undefined(&a.expr)) {
         return false;
     }
@@ -510,7 +534,7 @@ fn refused_arguments(args: &[deno_ast::swc::ast::ExprOrSpread]) -> bool {
         matches!(
             e,
             Expr::Object(_) | Expr::Array(_) | Expr::Tpl(_) | Expr::Arrow(_) | Expr::Fn(_)
-        ) || matches!(e, Expr::Lit(lit) if !matches!(lit, deno_ast::swc::ast::Lit::Num(_)))
+        ) || matches!(e, Expr::Lit(lit) if !matches!(lit, Lit::Num(_)))
     };
     let not_array = |e: &Expr| {
         matches!(
@@ -518,9 +542,11 @@ fn refused_arguments(args: &[deno_ast::swc::ast::ExprOrSpread]) -> bool {
             Expr::Object(_) | Expr::Tpl(_) | Expr::Lit(_) | Expr::Arrow(_) | Expr::Fn(_)
         )
     };
-    let callback_shaped =
-        args.len() == 3 && !not_number(&args[1].expr) && !not_array(&args[2].expr);
-    !callback_shaped
+    match args {
+        [_, second] => not_number(&second.expr),
+        [_, second, third] => not_number(&second.expr) || not_array(&third.expr),
+        _ => true,
+    }
 }
 
 /// The literal values in an argument's object and array literals, each with its key.
@@ -554,6 +580,12 @@ fn literals(expr: &Expr, out: &mut Vec<(u32, u32)>) {
 }
 
 impl Spans {
+    /// Notes `expr` as only tested or compared, not flowing on.
+    fn guard(&mut self, expr: &Expr) {
+        let span = expr.span();
+        self.guards.push((span.lo.0, span.hi.0));
+    }
+
     /// Notes the property `callee` calls, if it is one, and whether it is called on what an
     /// SDK call returned.
     fn note_called(&mut self, callee: &Expr) {
@@ -686,6 +718,26 @@ fn path_parts(expr: &Expr) -> Option<Vec<super::routes::Part>> {
     }
 }
 
+/// Whether a raw request's options (its arguments after the path) surely leave the response
+/// as the spec declares it: none, or an object written out without `headers` or a spread.
+fn plain_options(rest: &[deno_ast::swc::ast::ExprOrSpread]) -> bool {
+    match rest {
+        [] => true,
+        [options] => match &*options.expr {
+            Expr::Object(object) => object.props.iter().all(|prop| match prop {
+                PropOrSpread::Spread(_) => false,
+                PropOrSpread::Prop(prop) => match &**prop {
+                    Prop::KeyValue(pair) => prop_key(&pair.key).is_some_and(|k| k != "headers"),
+                    Prop::Shorthand(name) => name.sym.as_ref() != "headers",
+                    _ => false,
+                },
+            }),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
 /// An `api.request` call with a literal method and path: the method (upper case), the path's
 /// parts, and where the path starts (parser position).
 fn raw_request(call: &CallExpr) -> Option<(String, Vec<super::routes::Part>, u32)> {
@@ -750,7 +802,7 @@ impl Visit for Spans {
         if let AssignTarget::Simple(SimpleAssignTarget::Ident(name)) = &assign.left {
             let from = assign.right.span();
             self.bindings
-                .push((name.id.sym.to_string(), (from.lo.0, from.hi.0)));
+                .push((super::flow::resolved(&name.id), (from.lo.0, from.hi.0)));
         }
         if let AssignTarget::Simple(SimpleAssignTarget::Member(member)) = &assign.left
             && let MemberProp::Ident(name) = &member.prop
@@ -770,7 +822,8 @@ impl Visit for Spans {
             Prop::Shorthand(name) => {
                 self.assigned_names.insert(name.sym.to_string());
                 // `{ sha }` reads the variable `sha`.
-                self.uses.push((name.sym.to_string(), name.span.lo.0));
+                self.uses
+                    .push((super::flow::resolved(name), name.span.lo.0));
                 None
             }
             Prop::Assign(_) => None,
@@ -794,10 +847,60 @@ impl Visit for Spans {
     }
 
     fn visit_expr(&mut self, expr: &Expr) {
-        if let Expr::Ident(name) = expr {
-            self.uses.push((name.sym.to_string(), name.span.lo.0));
+        use deno_ast::swc::ast::{BinaryOp, UnaryOp};
+        match expr {
+            Expr::Ident(name) => {
+                self.uses
+                    .push((super::flow::resolved(name), name.span.lo.0));
+            }
+            // What is only tested, compared or given a fallback decides, it does not flow:
+            // `o.trial ? "a" : "b"`, `c.email_address ?? c.email`, `x === y`, `!x`, `typeof x`.
+            Expr::Cond(cond) => self.guard(&cond.test),
+            Expr::Bin(binary) => match binary.op {
+                BinaryOp::NullishCoalescing | BinaryOp::LogicalOr | BinaryOp::LogicalAnd => {
+                    self.guard(&binary.left)
+                }
+                BinaryOp::EqEq
+                | BinaryOp::NotEq
+                | BinaryOp::EqEqEq
+                | BinaryOp::NotEqEq
+                | BinaryOp::Lt
+                | BinaryOp::LtEq
+                | BinaryOp::Gt
+                | BinaryOp::GtEq
+                | BinaryOp::In
+                | BinaryOp::InstanceOf => {
+                    self.guard(&binary.left);
+                    self.guard(&binary.right);
+                }
+                _ => {}
+            },
+            Expr::Unary(unary) if matches!(unary.op, UnaryOp::Bang | UnaryOp::TypeOf) => {
+                self.guard(&unary.arg)
+            }
+            _ => {}
         }
         expr.visit_children_with(self);
+    }
+
+    fn visit_if_stmt(&mut self, stmt: &deno_ast::swc::ast::IfStmt) {
+        self.guard(&stmt.test);
+        stmt.visit_children_with(self);
+    }
+
+    fn visit_while_stmt(&mut self, stmt: &deno_ast::swc::ast::WhileStmt) {
+        self.guard(&stmt.test);
+        stmt.visit_children_with(self);
+    }
+
+    fn visit_do_while_stmt(&mut self, stmt: &deno_ast::swc::ast::DoWhileStmt) {
+        self.guard(&stmt.test);
+        stmt.visit_children_with(self);
+    }
+
+    fn visit_switch_stmt(&mut self, stmt: &deno_ast::swc::ast::SwitchStmt) {
+        self.guard(&stmt.discriminant);
+        stmt.visit_children_with(self);
     }
 
     fn visit_for_of_stmt(&mut self, stmt: &deno_ast::swc::ast::ForOfStmt) {
@@ -820,7 +923,12 @@ impl Visit for Spans {
 
     fn visit_var_declarator(&mut self, declarator: &deno_ast::swc::ast::VarDeclarator) {
         use deno_ast::swc::ast::ObjectPatProp;
-        if let Some(init) = &declarator.init {
+        // A function's value is the function: what its body reads does not flow into it.
+        if let Some(init) = declarator
+            .init
+            .as_deref()
+            .filter(|init| !matches!(init, Expr::Arrow(_) | Expr::Fn(_) | Expr::Class(_)))
+        {
             let from = init.span();
             let mut names = Vec::new();
             super::flow::bound_names(&declarator.name, &mut names);

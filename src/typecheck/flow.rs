@@ -29,7 +29,9 @@ pub enum Called {
     },
 }
 
-/// What the code's values flow through, by byte ranges of the checked text.
+/// What the code's values flow through, by byte ranges of the checked text. Names are the
+/// parser's resolved bindings (`x#2`), so a callback's parameter is not the variable it
+/// shadows.
 #[derive(Debug, Default)]
 pub struct Flow {
     /// Each name bound, and the range of what it is bound from.
@@ -38,63 +40,124 @@ pub struct Flow {
     pub uses: Vec<(String, usize)>,
     /// SDK calls and raw requests, with the range of their arguments.
     pub calls: Vec<(Called, (usize, usize))>,
+    /// Expressions only tested, compared or given a fallback: what is read there decides, it
+    /// does not flow on.
+    pub guards: Vec<(usize, usize)>,
 }
 
-/// Names a script may bind in all, at most: beyond, flows are not followed (the check stays
-/// a warning) rather than make one check's work grow with the script.
-const MAX_FOLLOWED: usize = 2_000;
+/// Names bound and names read a script may have for its flows to be followed; beyond either,
+/// or past [`MAX_STEPS`], nothing is followed (doubts stay warnings) rather than make one
+/// check's work grow with the script.
+const MAX_BINDINGS: usize = 2_000;
+const MAX_USES: usize = 20_000;
+/// Reads looked at while following, all names together.
+const MAX_STEPS: usize = 200_000;
+
+/// Where values reach writes in one script, worked out once: the writes' argument ranges, and
+/// the ranges names are bound from when the name, or one bound from it in turn, is read in a
+/// write's arguments.
+pub struct Reach<'a> {
+    writes: Vec<(&'a Called, (usize, usize))>,
+    sources: Vec<(&'a Called, (usize, usize))>,
+    guards: &'a [(usize, usize)],
+}
+
+impl Reach<'_> {
+    /// The write a value written at byte `at` reaches, directly or through names; none for a
+    /// value only tested or compared.
+    pub fn from(&self, at: usize) -> Option<&Called> {
+        if self.guards.iter().any(|range| inside(at, *range)) {
+            return None;
+        }
+        self.writes
+            .iter()
+            .chain(&self.sources)
+            .find(|(_, range)| inside(at, *range))
+            .map(|(called, _)| *called)
+    }
+}
+
+fn inside(at: usize, (lo, hi): (usize, usize)) -> bool {
+    (lo..hi).contains(&at)
+}
 
 impl Flow {
-    /// The first call among those `is_write` accepts that the value written at byte `at`
-    /// reaches, directly or through names bound from it.
-    pub fn reaches(&self, at: usize, is_write: impl Fn(&Called) -> bool) -> Option<&Called> {
-        let writes: Vec<&(Called, (usize, usize))> = self
+    /// Where values reach the calls `is_write` accepts.
+    pub fn reach(&self, is_write: impl Fn(&Called) -> bool) -> Reach<'_> {
+        let writes: Vec<(&Called, (usize, usize))> = self
             .calls
             .iter()
             .filter(|(called, _)| is_write(called))
+            .map(|(called, range)| (called, *range))
             .collect();
-        let inside = |at: usize, (lo, hi): (usize, usize)| (lo..hi).contains(&at);
-        if let Some((called, _)) = writes.iter().find(|(_, range)| inside(at, *range)) {
-            return Some(called);
+        let mut reach = Reach {
+            writes,
+            sources: Vec::new(),
+            guards: &self.guards,
+        };
+        if reach.writes.is_empty()
+            || self.bindings.len() > MAX_BINDINGS
+            || self.uses.len() > MAX_USES
+        {
+            return reach;
         }
-        if self.bindings.len() > MAX_FOLLOWED {
-            return None;
-        }
-        // The names the value is bound to, then those bound from them, until none is new.
-        let mut tainted: Vec<&str> = self
-            .bindings
+        let flows = |at: usize| !self.guards.iter().any(|range| inside(at, *range));
+        // Reads in order, to find those within a range by bisection.
+        let mut reads: Vec<(usize, &str)> = self
+            .uses
             .iter()
-            .filter(|(_, from)| inside(at, *from))
-            .map(|(name, _)| name.as_str())
+            .filter(|(_, at)| flows(*at))
+            .map(|(name, at)| (*at, name.as_str()))
             .collect();
-        let mut next = 0;
-        while next < tainted.len() {
-            let name = tainted[next];
-            next += 1;
-            let reads = self.uses.iter().filter(|(used, _)| used == name);
-            for (_, read) in reads {
-                if let Some((called, _)) = writes.iter().find(|(_, range)| inside(*read, *range)) {
-                    return Some(called);
+        reads.sort_unstable();
+        let within = |(lo, hi): (usize, usize)| {
+            let first = reads.partition_point(|(at, _)| *at < lo);
+            reads[first..].iter().take_while(move |(at, _)| *at < hi)
+        };
+        // Names read in a write's arguments reach it; so do names read in what a reaching
+        // name is bound from, and so on, each binding looked at once.
+        let mut reaching: std::collections::HashMap<&str, &Called> = Default::default();
+        let mut queue: Vec<&str> = Vec::new();
+        let mut steps = 0usize;
+        for (called, range) in &reach.writes {
+            for (_, name) in within(*range) {
+                steps += 1;
+                if !reaching.contains_key(name) {
+                    reaching.insert(name, called);
+                    queue.push(name);
                 }
-                for (bound, _) in self
-                    .bindings
-                    .iter()
-                    .filter(|(_, from)| inside(*read, *from))
-                {
-                    if !tainted.contains(&bound.as_str()) {
-                        tainted.push(bound);
+            }
+        }
+        while let Some(name) = queue.pop() {
+            let called = reaching[name];
+            for (_, from) in self.bindings.iter().filter(|(bound, _)| bound == name) {
+                reach.sources.push((called, *from));
+                for (_, read) in within(*from) {
+                    steps += 1;
+                    if steps > MAX_STEPS {
+                        reach.sources.clear();
+                        return reach;
+                    }
+                    if !reaching.contains_key(read) {
+                        reaching.insert(read, called);
+                        queue.push(read);
                     }
                 }
             }
         }
-        None
+        reach
     }
+}
+
+/// A name as the parser resolved it: its spelling and its binding's context.
+pub fn resolved(ident: &deno_ast::swc::ast::Ident) -> String {
+    format!("{}#{}", ident.sym, ident.ctxt.as_u32())
 }
 
 /// The names a binding pattern binds (`x`, `{ a, b: c }`, `[d, ...e]`, `f = 1`).
 pub fn bound_names(pat: &Pat, out: &mut Vec<String>) {
     match pat {
-        Pat::Ident(name) => out.push(name.id.sym.to_string()),
+        Pat::Ident(name) => out.push(resolved(&name.id)),
         Pat::Array(array) => {
             for element in array.elems.iter().flatten() {
                 bound_names(element, out);
@@ -104,7 +167,7 @@ pub fn bound_names(pat: &Pat, out: &mut Vec<String>) {
             for prop in &object.props {
                 match prop {
                     ObjectPatProp::KeyValue(pair) => bound_names(&pair.value, out),
-                    ObjectPatProp::Assign(assign) => out.push(assign.key.sym.to_string()),
+                    ObjectPatProp::Assign(assign) => out.push(resolved(&assign.key.id)),
                     ObjectPatProp::Rest(rest) => bound_names(&rest.arg, out),
                 }
             }
@@ -132,7 +195,9 @@ mod tests {
             Called::Sdk { method, .. } => method != "get" && method != "list",
             Called::Raw { method } => method != "GET",
         };
-        flow.reaches(at, write).map(|called| format!("{called:?}"))
+        flow.reach(write)
+            .from(at)
+            .map(|called| format!("{called:?}"))
     }
 
     #[test]
@@ -150,6 +215,39 @@ mod tests {
         let raw = "const o = await api.pulls.get({});\n\
                    await api.request(\"POST\", `/x/${o.head_shaa}`);";
         assert!(reached(raw, "head_shaa").is_some_and(|c| c.contains("POST")));
+    }
+
+    #[test]
+    fn a_shadowing_parameter_a_tested_value_and_a_function_body_do_not_carry_it() {
+        let shadowed = "const o = await api.orders.get({});\nconst c = o.customer_emaill;\n\
+                        console.log(c);\nconst list = await api.customers.list({});\n\
+                        await Promise.all(list.data.map((c) => api.customers.update({ customer_id: c.id })));";
+        assert_eq!(reached(shadowed, "customer_emaill"), None);
+        let tested = "const o = await api.orders.get({});\n\
+                      const email = o.email_addresss ?? \"x\";\nconst kind = o.trial ? \"a\" : \"b\";\n\
+                      await api.customers.update({ customer_id: \"c\", email, kind });";
+        assert_eq!(reached(tested, "email_addresss"), None);
+        assert_eq!(reached(tested, "trial"), None);
+        let helper = "const o = await api.orders.get({});\n\
+                      const name = async () => { console.log(o.customer_idd); return \"x\"; };\n\
+                      await api.customers.update({ customer_id: await name() });";
+        assert_eq!(reached(helper, "customer_idd"), None);
+    }
+
+    #[test]
+    fn a_script_of_too_many_names_has_its_flows_left_unfollowed() {
+        let chain: String = (1..=MAX_BINDINGS + 1)
+            .map(|n| format!("const a{n} = a{};\n", n - 1))
+            .collect();
+        let code = format!(
+            "const o = await api.orders.get({{}});\nconst a0 = o.customer_idd;\n{chain}\
+             await api.customers.update({{ customer_id: a{} }});",
+            MAX_BINDINGS + 1
+        );
+        assert_eq!(reached(&code, "customer_idd"), None);
+        let short = "const o = await api.orders.get({});\nconst a0 = o.customer_idd;\n\
+                     const a1 = a0;\nawait api.customers.update({ customer_id: a1 });";
+        assert!(reached(short, "customer_idd").is_some());
     }
 
     #[test]

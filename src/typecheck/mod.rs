@@ -665,8 +665,9 @@ fn is_json_type(ty: &str, known: &Known<'_>, on_response: bool) -> bool {
 }
 
 /// Whether a diagnostic that does not stop a run by itself is a doubt about a value: a field
-/// a response does not declare read (not called), a list object indexed as an array, or a
-/// value that may be `undefined` given where the SDK takes a value.
+/// a response does not declare read (not called; not of a union, whose other members may
+/// have it), a list object
+/// indexed by a number, or a value that may be `undefined` given where the SDK takes a value.
 fn doubtful(diagnostic: &Diagnostic, known: &Known<'_>) -> bool {
     let message = &diagnostic.message;
     match diagnostic.code {
@@ -674,38 +675,70 @@ fn doubtful(diagnostic: &Diagnostic, known: &Known<'_>) -> bool {
             !known
                 .document
                 .at_called_property(diagnostic.line, diagnostic.character)
+                && type_in(message).is_some_and(|ty| members(ty).count() == 1)
                 && type_in(message).is_some_and(|ty| is_json_type(ty, known, false))
         }
-        7053 => message
-            .split_once("index type '")
-            .and_then(|(_, rest)| rest.split_once('\''))
-            .is_some_and(|(ty, _)| is_json_type(ty, known, false)),
-        2322 | 2345 | 2769 => message.contains("undefined'"),
+        7053 => {
+            let index = message
+                .split_once("expression of type '")
+                .and_then(|(_, rest)| rest.split_once('\''))
+                .map(|(ty, _)| ty);
+            index.is_some_and(|ty| ty == "number" || ty.parse::<f64>().is_ok())
+                && message
+                    .split_once("index type '")
+                    .and_then(|(_, rest)| rest.split_once('\''))
+                    .is_some_and(|(ty, _)| is_json_type(ty, known, false))
+        }
+        // The value given (not the type it is given to, which names `undefined` for any
+        // optional field) may be `undefined`.
+        2322 | 2345 => message
+            .strip_prefix("Type '")
+            .or_else(|| message.strip_prefix("Argument of type '"))
+            .and_then(|rest| rest.split_once("' is not assignable"))
+            .is_some_and(|(given, _)| given.split(" | ").any(|member| member == "undefined")),
         _ => false,
     }
 }
 
-/// The write (`api.customers.update`, `api.request POST`) the doubtful value at a diagnostic
-/// reaches within the script (see [`flow`]), if any.
-fn reached_write(diagnostic: &Diagnostic, known: &Known<'_>) -> Option<String> {
+/// The members of a type as a message names it, `null` and `undefined` aside.
+fn members(ty: &str) -> impl Iterator<Item = &str> {
+    ty.split(" | ")
+        .filter(|member| !matches!(*member, "null" | "undefined"))
+}
+
+/// Whether a union has arrays and other members both (GitHub's contents: a directory's
+/// array or a file): an array's method is missing from it only for some values.
+fn arrays_and_objects(ty: &str) -> bool {
+    let arrays = members(ty).filter(|m| m.ends_with("[]")).count();
+    arrays > 0 && arrays < members(ty).count()
+}
+
+/// Whether a call sends a write: an SDK method whose operation is not `GET` or `HEAD`, or a
+/// raw request with another literal method.
+fn is_write(called: &flow::Called, sdk: &Sdk) -> bool {
+    let reads = |method: &str| matches!(method.to_ascii_uppercase().as_str(), "GET" | "HEAD");
+    match called {
+        flow::Called::Sdk { group, method } => sdk
+            .operation(group, method)
+            .is_ok_and(|op| !reads(&op.method)),
+        flow::Called::Raw { method } => !reads(method),
+    }
+}
+
+/// The write (`api.customers.update`, `api.request("POST", ...)`) the doubtful value at a
+/// diagnostic reaches within the script (see [`flow`]), if any.
+fn reached_write(
+    diagnostic: &Diagnostic,
+    known: &Known<'_>,
+    reach: &flow::Reach<'_>,
+) -> Option<String> {
     let at = known
         .document
         .offset_of(diagnostic.line, diagnostic.character)?;
-    let is_write = |called: &flow::Called| match called {
-        flow::Called::Sdk { group, method } => known
-            .sdk
-            .operation(group, method)
-            .is_ok_and(|op| !matches!(op.method.to_ascii_uppercase().as_str(), "GET" | "HEAD")),
-        flow::Called::Raw { method } => !matches!(method.as_str(), "GET" | "HEAD"),
-    };
-    known
-        .document
-        .flow
-        .reaches(at, is_write)
-        .map(|called| match called {
-            flow::Called::Sdk { group, method } => format!("api.{group}.{method}"),
-            flow::Called::Raw { method } => format!("api.request(\"{method}\", ...)"),
-        })
+    reach.from(at).map(|called| match called {
+        flow::Called::Sdk { group, method } => format!("api.{group}.{method}"),
+        flow::Called::Raw { method } => format!("api.request(\"{method}\", ...)"),
+    })
 }
 
 /// What the SDK method of `op` returns, as the declarations name it:
@@ -778,6 +811,7 @@ fn blocks(diagnostic: &Diagnostic, known: &Known<'_>) -> bool {
         // a list object, `.json()` on a parsed body), unless the code gave it that method.
         2339 | 2551
             if document.at_called_property(line, character)
+                && type_in(&diagnostic.message).is_some_and(|ty| !arrays_and_objects(ty))
                 && property_in(&diagnostic.message)
                     .is_some_and(|name| !document.assigned_names.contains(name))
                 && type_in(&diagnostic.message).is_some_and(|ty| {
@@ -803,8 +837,8 @@ fn blocks(diagnostic: &Diagnostic, known: &Known<'_>) -> bool {
         }
         2345 | 2769
             if diagnostic.message.contains(&format!("type '{PAGES}"))
-                && (diagnostic.message.contains("Iterable<")
-                    || diagnostic.message.contains("ArrayLike<")) =>
+                && (diagnostic.message.contains("'Iterable<")
+                    || diagnostic.message.contains("'ArrayLike<")) =>
         {
             true
         }
@@ -830,7 +864,7 @@ fn blocks(diagnostic: &Diagnostic, known: &Known<'_>) -> bool {
         2322 | 2820 => document.at_sdk_literal_value(line, character),
         2345 => {
             document.at_sdk_literal_value(line, character)
-                || document.at_sdk_literal_argument(line, character)
+                || document.starts_sdk_literal_argument(line, character)
                 || document.sdk_name_at(line, character).is_some()
         }
         // Grammar errors only when the sandbox's parser cannot read the code either.
@@ -865,11 +899,24 @@ fn judge(known: &Known<'_>, code: &str, diagnostics: &[Diagnostic], mode: Mode) 
         }
         (Some(line + 1), column)
     };
-    // A doubt that reaches a write stops the run too, saying which write it reaches.
-    let into_write = |d: &Diagnostic| {
-        doubtful(d, known)
-            .then(|| reached_write(d, known))
-            .flatten()
+    // A doubt that reaches a write stops the run too, saying which write it reaches: where
+    // values reach writes is worked out once, and at most a few doubts are judged.
+    let reach = document.flow.reach(|called| is_write(called, known.sdk));
+    let reached: Vec<Option<String>> = diagnostics
+        .iter()
+        .scan(0usize, |doubts, d| {
+            let judged = doubtful(d, known) && {
+                *doubts += 1;
+                *doubts <= MAX_JUDGED
+            };
+            Some(judged.then(|| reached_write(d, known, &reach)).flatten())
+        })
+        .collect();
+    let into_write = |d: &Diagnostic| -> Option<&String> {
+        let index = diagnostics
+            .iter()
+            .position(|other| std::ptr::eq(other, d))?;
+        reached[index].as_ref()
     };
     let said = |d: &Diagnostic| {
         let mut message = d.message.replace('\n', " ");

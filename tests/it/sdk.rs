@@ -312,15 +312,19 @@ for (const attempt of [
   try { attempt(); misuse.push("no error"); } catch (e) { misuse.push(e instanceof TypeError && e.message.includes("Array.fromAsync(api.paginate(...))")); }
 }
 const made = await Promise.all([{ name: "a" }, { name: "b" }].map(api.widgets.create));
-return { all: all.length, misuse, made: made.length };
+const bound = await Promise.all([{ name: "c" }, { name: "d" }].map(api.widgets.create.bind(api.widgets)));
+const mapped = await Promise.all(Array.from([{ name: "e" }], api.widgets.create));
+let called;
+try { await api.widgets.create.call(null, { name: "f" }, { idempotencyKey: "k" }); } catch (e) { called = e.message.includes("given 2 arguments"); }
+return { all: all.length, misuse, made: made.length + bound.length + mapped.length, called };
 "#;
     let outcome = run(&sandbox, code).await;
     assert!(outcome.ok, "{outcome:?}");
     assert_eq!(
         outcome.result,
-        json!({ "all": 7, "misuse": [true, true, true, true, true], "made": 2 })
+        json!({ "all": 7, "misuse": [true, true, true, true, true], "made": 5, "called": true })
     );
-    assert_eq!(outcome.http.len(), 3 + 2);
+    assert_eq!(outcome.http.len(), 3 + 5);
 }
 
 /// Issue 21: spec names that are also JavaScript's or `api`'s own (`constructor`,

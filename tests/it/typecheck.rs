@@ -432,6 +432,15 @@ async fn other_sdks_shapes_misused_pages_and_doubts_reaching_writes_are_stopped(
         "const ids = [];\nfor await (const o of api.paginate(api.orders.list, {})) ids.push(o.id);\nreturn ids;",
         "const o = await api.request(\"GET\", \"/orders/ord_001\");\nawait api.customers.update({ customer_id: o.customer, name: \"x\" });",
         "return api.customers.list(undefined);",
+        // Review findings: none of these is refused at run time, or sends a doubt.
+        "const plan = [{ c: \"usd\" }];\nfor (const p of plan) await api.orders.create({ customer: \"cus_1\", items: [], currency: p.c });",
+        "const n = 5;\nawait api.refunds.create({ order: \"ord_001\", amount: parseInt(n) });",
+        "const o = await api.orders.get({ order_id: \"ord_001\" });\nconst c = o.customer_email;\nconsole.log(c);\nconst list = await api.customers.list({});\nawait Promise.all(list.data.map((c) => api.customers.update({ customer_id: c.id, name: \"x\" })));",
+        "const o = await api.orders.get({ order_id: \"ord_001\" });\nconst email = o.email_address ?? \"a@example.com\";\nawait api.customers.update({ customer_id: \"cus_001\", email });",
+        "const { value } = await api.paginate(api.orders.list, {}).next();\nreturn value;",
+        "const text = await api.request(\"GET\", \"/orders/ord_001\", { headers: { accept: \"text/plain\" } });\nreturn text.split(\"\\n\");",
+        "const n = 1\napi.request(\"POST\", \"/orders/ord_001/cancel\").then((x) => x)\nreturn n",
+        "const rows = [{ email: \"a@example.com\" }];\nreturn Promise.all(rows.map(api.customers.create.bind(api.customers)));",
     ];
     assert_verdicts(&check, &[], &valid).await;
     // The same doubts reaching only a read or the result stay warnings.
