@@ -100,10 +100,7 @@ fn annotated(text: String, route_type: RouteType<'_>) -> (String, Vec<(u32, u32,
     if found.at.is_empty() {
         return (text, Vec::new());
     }
-    // In order; at one place, what closes an expression before what opens one.
-    found
-        .at
-        .sort_by_key(|(at, added)| (*at, added.starts_with('(')));
+    found.at.sort_by_key(|(at, _)| *at);
     let mut out =
         String::with_capacity(text.len() + found.at.iter().map(|(_, a)| a.len()).sum::<usize>());
     let mut inserted = Vec::new();
@@ -492,13 +489,35 @@ struct Spans {
 
 /// Whether `expr` is a member chain rooted at the identifier `api`.
 fn rooted_at_api(expr: &Expr) -> bool {
-    match expr {
-        Expr::Ident(ident) => ident.sym.as_ref() == "api",
-        Expr::Member(member) => rooted_at_api(&member.obj),
-        Expr::Paren(paren) => rooted_at_api(&paren.expr),
-        _ => false,
+    let mut expr = expr;
+    // Followed for as many links as an SDK name has at most: a chain a thousand links long is
+    // no SDK name, and each of its links is asked this.
+    for _ in 0..MAX_LINKS {
+        expr = match expr {
+            Expr::Ident(ident) => return ident.sym.as_ref() == "api",
+            Expr::Member(member) => &member.obj,
+            Expr::Paren(paren) => &paren.expr,
+            _ => return false,
+        };
     }
+    false
 }
+
+/// Array methods whose callback decides (a predicate, a comparator) rather than gives values.
+const PREDICATES: &[&str] = &[
+    "filter",
+    "find",
+    "findIndex",
+    "findLast",
+    "findLastIndex",
+    "some",
+    "every",
+    "sort",
+    "toSorted",
+];
+
+/// Links of a member chain followed at most: more than any SDK name has.
+const MAX_LINKS: usize = 64;
 
 /// Whether `expr` is a value written as it is: a string, number, boolean, null or a template
 /// without substitutions.
@@ -759,16 +778,24 @@ fn raw_request(call: &CallExpr) -> Option<(String, Vec<super::routes::Part>, u32
 
 /// `api.orders.retrieve` for a chain of plain names, else `None`.
 fn dotted(member: &MemberExpr) -> Option<String> {
-    let prop = match &member.prop {
-        MemberProp::Ident(name) => name.sym.to_string(),
-        _ => return None,
-    };
-    let object = match &*member.obj {
-        Expr::Ident(ident) => ident.sym.to_string(),
-        Expr::Member(inner) => dotted(inner)?,
-        _ => return None,
-    };
-    Some(format!("{object}.{prop}"))
+    let mut parts = Vec::new();
+    let mut member = member;
+    for _ in 0..MAX_LINKS {
+        match &member.prop {
+            MemberProp::Ident(name) => parts.push(name.sym.as_ref()),
+            _ => return None,
+        }
+        match &*member.obj {
+            Expr::Ident(ident) => {
+                parts.push(ident.sym.as_ref());
+                parts.reverse();
+                return Some(parts.join("."));
+            }
+            Expr::Member(inner) => member = inner,
+            _ => return None,
+        }
+    }
+    None
 }
 
 impl Visit for Spans {
@@ -972,6 +999,19 @@ impl Visit for Spans {
     fn visit_call_expr(&mut self, call: &CallExpr) {
         if let Callee::Expr(callee) = &call.callee {
             self.note_called(callee);
+        }
+        // A predicate's or a comparator's body decides which items, it does not flow into
+        // them: `subs.filter((s) => s.cancel_at_period_endd)`.
+        if let Callee::Expr(callee) = &call.callee
+            && let Expr::Member(member) = &**callee
+            && let MemberProp::Ident(name) = &member.prop
+            && PREDICATES.contains(&name.sym.as_ref())
+        {
+            for argument in &call.args {
+                if matches!(&*argument.expr, Expr::Arrow(_) | Expr::Fn(_)) {
+                    self.guard(&argument.expr);
+                }
+            }
         }
         if let Callee::Expr(callee) = &call.callee
             && let Expr::Member(member) = &**callee

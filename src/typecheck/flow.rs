@@ -6,9 +6,10 @@
 //! A value flows into a write when the doubtful expression is written in the write's
 //! arguments (a path id, a body field, a template), or in what a name is bound from (`const`,
 //! `let`, an assignment, `for ... of`) and that name, or a name bound from it in turn, is read
-//! in the write's arguments. Names are followed by spelling, not by scope: a name bound in one
-//! function and read in another of the same spelling is taken for the same value, which can
-//! only make the check stricter about a write.
+//! in the write's arguments. Names are the parser's resolved bindings, so a callback's
+//! parameter is not the variable it shadows. What is only tested, compared or given a
+//! fallback decides and does not flow (the innermost of a test and a write's arguments wins:
+//! a write inside a test still receives what is written in it).
 
 use deno_ast::swc::ast::{ObjectPatProp, Pat};
 
@@ -45,35 +46,95 @@ pub struct Flow {
     pub guards: Vec<(usize, usize)>,
 }
 
-/// Names bound and names read a script may have for its flows to be followed; beyond either,
-/// or past [`MAX_STEPS`], nothing is followed (doubts stay warnings) rather than make one
-/// check's work grow with the script.
+/// Names bound, names read and tests a script may have for its flows to be followed; beyond
+/// any, or past [`MAX_STEPS`], nothing is followed but what is written in a write's arguments,
+/// rather than make one check's work grow with the script.
 const MAX_BINDINGS: usize = 2_000;
 const MAX_USES: usize = 20_000;
+const MAX_GUARDS: usize = 20_000;
 /// Reads looked at while following, all names together.
 const MAX_STEPS: usize = 200_000;
 
-/// Where values reach writes in one script, worked out once: the writes' argument ranges, and
-/// the ranges names are bound from when the name, or one bound from it in turn, is read in a
-/// write's arguments.
+/// What the innermost range around a position is: a write's arguments, or a test.
+#[derive(Clone, Copy)]
+enum Inner<'a> {
+    Write(&'a Called),
+    Guard,
+}
+
+/// The text cut into pieces, each labelled with the innermost range that holds it (ranges
+/// are the parser's spans: nested or apart), to ask in logarithmic time.
+struct Innermost<'a> {
+    starts: Vec<usize>,
+    labels: Vec<Option<Inner<'a>>>,
+}
+
+impl<'a> Innermost<'a> {
+    fn new(mut ranges: Vec<((usize, usize), Inner<'a>)>) -> Self {
+        // Outer before inner: by start, then the longer first.
+        ranges.sort_by_key(|((lo, hi), _)| (*lo, std::cmp::Reverse(*hi)));
+        let mut starts = vec![0];
+        let mut labels = vec![None];
+        let mut open: Vec<((usize, usize), Inner<'a>)> = Vec::new();
+        let mut mark = |at: usize, label: Option<Inner<'a>>| {
+            if starts.last() == Some(&at) {
+                labels.pop();
+                starts.pop();
+            }
+            starts.push(at);
+            labels.push(label);
+        };
+        for (range, inner) in ranges {
+            // Close what ends before this one starts, each giving way to what held it.
+            while let Some(&((_, hi), _)) = open.last() {
+                if hi > range.0 {
+                    break;
+                }
+                open.pop();
+                mark(hi, open.last().map(|(_, inner)| *inner));
+            }
+            open.push((range, inner));
+            mark(range.0, Some(inner));
+        }
+        while let Some(((_, hi), _)) = open.pop() {
+            mark(hi, open.last().map(|(_, inner)| *inner));
+        }
+        Self { starts, labels }
+    }
+
+    fn at(&self, at: usize) -> Option<Inner<'a>> {
+        let index = self.starts.partition_point(|start| *start <= at);
+        self.labels[index.saturating_sub(1)]
+    }
+}
+
+/// Where values reach writes in one script, worked out once: the writes' arguments, the
+/// ranges names are bound from when the name, or one bound from it in turn, is read in a
+/// write's arguments, and the tests that stop a flow.
 pub struct Reach<'a> {
-    writes: Vec<(&'a Called, (usize, usize))>,
+    innermost: Innermost<'a>,
     sources: Vec<(&'a Called, (usize, usize))>,
-    guards: &'a [(usize, usize)],
 }
 
 impl Reach<'_> {
+    /// Whether what is written at byte `at` is only tested or compared (the innermost range
+    /// around it is a test, not a write's arguments).
+    pub fn tests(&self, at: usize) -> bool {
+        matches!(self.innermost.at(at), Some(Inner::Guard))
+    }
+
     /// The write a value written at byte `at` reaches, directly or through names; none for a
     /// value only tested or compared.
     pub fn from(&self, at: usize) -> Option<&Called> {
-        if self.guards.iter().any(|range| inside(at, *range)) {
-            return None;
+        match self.innermost.at(at) {
+            Some(Inner::Write(called)) => Some(called),
+            Some(Inner::Guard) => None,
+            None => self
+                .sources
+                .iter()
+                .find(|(_, range)| inside(at, *range))
+                .map(|(called, _)| *called),
         }
-        self.writes
-            .iter()
-            .chain(&self.sources)
-            .find(|(_, range)| inside(at, *range))
-            .map(|(called, _)| *called)
     }
 }
 
@@ -84,29 +145,35 @@ fn inside(at: usize, (lo, hi): (usize, usize)) -> bool {
 impl Flow {
     /// Where values reach the calls `is_write` accepts.
     pub fn reach(&self, is_write: impl Fn(&Called) -> bool) -> Reach<'_> {
-        let writes: Vec<(&Called, (usize, usize))> = self
+        let writes: Vec<((usize, usize), Inner<'_>)> = self
             .calls
             .iter()
             .filter(|(called, _)| is_write(called))
-            .map(|(called, range)| (called, *range))
+            .map(|(called, range)| (*range, Inner::Write(called)))
             .collect();
+        let any_write = !writes.is_empty();
+        let guards = self
+            .guards
+            .iter()
+            .take(MAX_GUARDS)
+            .map(|r| (*r, Inner::Guard));
         let mut reach = Reach {
-            writes,
+            innermost: Innermost::new(writes.into_iter().chain(guards).collect()),
             sources: Vec::new(),
-            guards: &self.guards,
         };
-        if reach.writes.is_empty()
+        if !any_write
             || self.bindings.len() > MAX_BINDINGS
             || self.uses.len() > MAX_USES
+            || self.guards.len() > MAX_GUARDS
         {
             return reach;
         }
-        let flows = |at: usize| !self.guards.iter().any(|range| inside(at, *range));
-        // Reads in order, to find those within a range by bisection.
+        // Reads that carry their value (not tested), in order, to find those within a range
+        // by bisection; names' bindings by name.
         let mut reads: Vec<(usize, &str)> = self
             .uses
             .iter()
-            .filter(|(_, at)| flows(*at))
+            .filter(|(_, at)| !matches!(reach.innermost.at(*at), Some(Inner::Guard)))
             .map(|(name, at)| (*at, name.as_str()))
             .collect();
         reads.sort_unstable();
@@ -114,23 +181,26 @@ impl Flow {
             let first = reads.partition_point(|(at, _)| *at < lo);
             reads[first..].iter().take_while(move |(at, _)| *at < hi)
         };
+        let mut bound: std::collections::HashMap<&str, Vec<(usize, usize)>> = Default::default();
+        for (name, from) in &self.bindings {
+            bound.entry(name.as_str()).or_default().push(*from);
+        }
         // Names read in a write's arguments reach it; so do names read in what a reaching
-        // name is bound from, and so on, each binding looked at once.
+        // name is bound from, and so on, each name looked at once.
         let mut reaching: std::collections::HashMap<&str, &Called> = Default::default();
         let mut queue: Vec<&str> = Vec::new();
         let mut steps = 0usize;
-        for (called, range) in &reach.writes {
-            for (_, name) in within(*range) {
-                steps += 1;
-                if !reaching.contains_key(name) {
-                    reaching.insert(name, called);
-                    queue.push(name);
-                }
+        for (at, name) in &reads {
+            if let Some(Inner::Write(called)) = reach.innermost.at(*at)
+                && !reaching.contains_key(name)
+            {
+                reaching.insert(name, called);
+                queue.push(name);
             }
         }
         while let Some(name) = queue.pop() {
             let called = reaching[name];
-            for (_, from) in self.bindings.iter().filter(|(bound, _)| bound == name) {
+            for from in bound.get(name).into_iter().flatten() {
                 reach.sources.push((called, *from));
                 for (_, read) in within(*from) {
                     steps += 1;
@@ -232,6 +302,32 @@ mod tests {
                       const name = async () => { console.log(o.customer_idd); return \"x\"; };\n\
                       await api.customers.update({ customer_id: await name() });";
         assert_eq!(reached(helper, "customer_idd"), None);
+    }
+
+    #[test]
+    fn the_innermost_of_tests_and_writes_decides() {
+        let called = Called::Raw {
+            method: "POST".into(),
+        };
+        let innermost = Innermost::new(vec![
+            ((60, 70), Inner::Guard),
+            ((0, 100), Inner::Write(&called)),
+            ((10, 50), Inner::Guard),
+            ((20, 30), Inner::Write(&called)),
+            ((20, 25), Inner::Guard),
+        ]);
+        let label = |at| match innermost.at(at) {
+            Some(Inner::Write(_)) => "write",
+            Some(Inner::Guard) => "test",
+            None => "none",
+        };
+        let labels: Vec<&str> = [5, 15, 22, 27, 40, 55, 65, 99, 100].map(label).to_vec();
+        assert_eq!(
+            labels,
+            [
+                "write", "test", "test", "write", "test", "write", "test", "write", "none"
+            ]
+        );
     }
 
     #[test]

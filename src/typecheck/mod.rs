@@ -69,6 +69,34 @@ const MAX_LISTED: usize = 5;
 /// Characters of one compiler message kept.
 const MAX_MESSAGE: usize = 400;
 
+/// Doubts of one script judged for reaching a write, at most (each is a lookup; the cap
+/// bounds a script of thousands of them).
+const MAX_DOUBTS: usize = 1_000;
+
+/// Characters of a message's suggestion ("Did you mean ...?") kept whole, at most.
+const MAX_SUGGESTION: usize = 300;
+
+/// A compiler message within [`MAX_MESSAGE`] characters with its suggestion whole: what is
+/// cut is what comes before it (a long type spelled out), never the fix.
+fn shortened(message: &str) -> String {
+    if message.chars().count() <= MAX_MESSAGE {
+        return message.to_owned();
+    }
+    let (before, suggestion) = match message.rfind("Did you mean") {
+        Some(at) => (&message[..at], &message[at..]),
+        None => (message, ""),
+    };
+    if suggestion.is_empty() {
+        return crate::egress::cut(message, MAX_MESSAGE);
+    }
+    let suggestion = crate::egress::cut(suggestion, MAX_SUGGESTION);
+    let room = MAX_MESSAGE.saturating_sub(suggestion.chars().count());
+    format!(
+        "{} {suggestion}",
+        crate::egress::cut(before.trim_end(), room)
+    )
+}
+
 /// What the check does with what it finds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -391,9 +419,9 @@ impl TypeCheck {
                 };
                 Document::typed(&owned, &route_type)
             };
-            if depth <= 64 {
-                return Some(document());
-            }
+            // On a stack of its own whatever the nesting the sandbox counts: a member chain
+            // thousands of links long is deep to the parser's visitors too.
+            let _ = depth;
             std::thread::Builder::new()
                 .stack_size(PARSER_STACK)
                 .spawn(document)
@@ -687,7 +715,9 @@ fn doubtful(diagnostic: &Diagnostic, known: &Known<'_>) -> bool {
                 && message
                     .split_once("index type '")
                     .and_then(|(_, rest)| rest.split_once('\''))
-                    .is_some_and(|(ty, _)| is_json_type(ty, known, false))
+                    .is_some_and(|(ty, _)| {
+                        members(ty).count() == 1 && is_json_type(ty, known, false)
+                    })
         }
         // The value given (not the type it is given to, which names `undefined` for any
         // optional field) may be `undefined`.
@@ -713,6 +743,33 @@ fn arrays_and_objects(ty: &str) -> bool {
     arrays > 0 && arrays < members(ty).count()
 }
 
+/// The properties the code reads in what it only tests or compares (`.customer_idd` in
+/// `if (o.customer_idd)`, not in a write inside a test), each text read once however the
+/// tests nest.
+fn tested_properties<'a>(document: &'a Document, reach: &flow::Reach<'_>) -> HashSet<&'a str> {
+    let mut guards = document.flow.guards.clone();
+    guards.sort_unstable();
+    let mut tested = HashSet::new();
+    let mut done = 0;
+    for (lo, hi) in guards {
+        let Some(text) = document.text.get(lo.max(done)..hi.max(done)) else {
+            continue;
+        };
+        let start = lo.max(done);
+        done = done.max(hi);
+        for (at, _) in text.match_indices('.') {
+            let name = &text[at + 1..];
+            let end = name
+                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
+                .unwrap_or(name.len());
+            if end > 0 && reach.tests(start + at + 1) {
+                tested.insert(&name[..end]);
+            }
+        }
+    }
+    tested
+}
+
 /// Whether a call sends a write: an SDK method whose operation is not `GET` or `HEAD`, or a
 /// raw request with another literal method.
 fn is_write(called: &flow::Called, sdk: &Sdk) -> bool {
@@ -731,10 +788,15 @@ fn reached_write(
     diagnostic: &Diagnostic,
     known: &Known<'_>,
     reach: &flow::Reach<'_>,
+    tested: &HashSet<&str>,
 ) -> Option<String> {
-    let at = known
-        .document
-        .offset_of(diagnostic.line, diagnostic.character)?;
+    let document = known.document;
+    let at = document.offset_of(diagnostic.line, diagnostic.character)?;
+    // A field the code also tests (`if (o.customer_idd) update({ customer_id:
+    // o.customer_idd })`) is one it expects may be missing: what it sends is guarded.
+    if property_in(&diagnostic.message).is_some_and(|name| tested.contains(name)) {
+        return None;
+    }
     reach.from(at).map(|called| match called {
         flow::Called::Sdk { group, method } => format!("api.{group}.{method}"),
         flow::Called::Raw { method } => format!("api.request(\"{method}\", ...)"),
@@ -900,34 +962,31 @@ fn judge(known: &Known<'_>, code: &str, diagnostics: &[Diagnostic], mode: Mode) 
         (Some(line + 1), column)
     };
     // A doubt that reaches a write stops the run too, saying which write it reaches: where
-    // values reach writes is worked out once, and at most a few doubts are judged.
+    // values reach writes is worked out once, and at most a bounded number of doubts judged.
     let reach = document.flow.reach(|called| is_write(called, known.sdk));
-    let reached: Vec<Option<String>> = diagnostics
+    let tested = tested_properties(document, &reach);
+    let mut doubts = 0usize;
+    let judged: Vec<(&Diagnostic, bool, Option<String>)> = diagnostics
         .iter()
-        .scan(0usize, |doubts, d| {
-            let judged = doubtful(d, known) && {
-                *doubts += 1;
-                *doubts <= MAX_JUDGED
+        .map(|d| {
+            let certain = mode == Mode::Block && blocks(d, known);
+            let doubt = !certain && doubtful(d, known) && {
+                doubts += 1;
+                doubts <= MAX_DOUBTS
             };
-            Some(judged.then(|| reached_write(d, known, &reach)).flatten())
+            let write = doubt
+                .then(|| reached_write(d, known, &reach, &tested))
+                .flatten();
+            (d, certain, write)
         })
         .collect();
-    let into_write = |d: &Diagnostic| -> Option<&String> {
-        let index = diagnostics
-            .iter()
-            .position(|other| std::ptr::eq(other, d))?;
-        reached[index].as_ref()
-    };
-    let said = |d: &Diagnostic| {
-        let mut message = d.message.replace('\n', " ");
-        if !blocks(d, known)
-            && let Some(write) = into_write(d)
-        {
+    let said = |(d, _, write): &(&Diagnostic, bool, Option<String>)| {
+        let mut message = shortened(&d.message.replace('\n', " "));
+        if let Some(write) = write {
             message.push_str(&format!(
                 " (this value flows into {write}, a write, which would send it as it is)"
             ));
         }
-        let message = crate::egress::cut(&message, MAX_MESSAGE);
         let code = match d.code {
             ROUTE => "sdkbox".to_owned(),
             code => format!("TS{code}"),
@@ -937,14 +996,14 @@ fn judge(known: &Known<'_>, code: &str, diagnostics: &[Diagnostic], mode: Mode) 
             (None, _) => format!("{code}: {message}"),
         }
     };
-    let (stopping, warning): (Vec<&Diagnostic>, Vec<&Diagnostic>) = diagnostics
+    let (stopping, warning): (Vec<_>, Vec<_>) = judged
         .iter()
-        .partition(|d| mode == Mode::Block && (blocks(d, known) || into_write(d).is_some()));
-    let warnings: Vec<String> = warning.iter().take(MAX_WARNINGS).map(|d| said(d)).collect();
-    let Some(first) = stopping.first() else {
+        .partition(|(_, certain, write)| *certain || (mode == Mode::Block && write.is_some()));
+    let warnings: Vec<String> = warning.iter().take(MAX_WARNINGS).map(|j| said(j)).collect();
+    let Some((first, _, _)) = stopping.first() else {
         return Verdict::Run(warnings);
     };
-    let listed: Vec<String> = stopping.iter().take(MAX_LISTED).map(|d| said(d)).collect();
+    let listed: Vec<String> = stopping.iter().take(MAX_LISTED).map(|j| said(j)).collect();
     let more = match stopping.len().saturating_sub(MAX_LISTED) {
         0 => String::new(),
         n => format!("\n(and {n} more)"),
@@ -992,6 +1051,22 @@ mod tests {
             line: line as u32,
             character: text.find(needle).unwrap() as u32,
         }
+    }
+
+    #[test]
+    fn a_long_message_is_cut_before_its_suggestion_never_in_it() {
+        let long_type = format!("'{}\"z\"'", "\"a\" | ".repeat(200));
+        let message = format!(
+            "Property 'recordz' does not exist on type {long_type}. Did you mean 'records'?"
+        );
+        let said = shortened(&message);
+        assert!(said.ends_with("Did you mean 'records'?"), "{said}");
+        assert!(said.contains("… ["), "{said}");
+        assert!(said.chars().count() <= MAX_MESSAGE + 40, "{said}");
+        assert_eq!(
+            shortened("short. Did you mean 'x'?"),
+            "short. Did you mean 'x'?"
+        );
     }
 
     #[test]

@@ -424,8 +424,11 @@ async fn other_sdks_shapes_misused_pages_and_doubts_reaching_writes_are_stopped(
         "const o = await api.request(\"GET\", \"/orders/ord_001\");\nawait api.customers.update({ customer_id: o.customer_id });",
         "const o = await api.orders.get({ order_id: \"ord_001\" });\nawait api.request(\"POST\", `/orders/${o.order_idd}/cancel`);",
         "const r = await api.refunds.list({});\nfor (const x of r.data) await api.orders.cancel({ order_id: x.order_id });",
+        // A write inside a test still receives what is written in it.
+        "const o = await api.orders.get({ order_id: \"ord_001\" });\nconst ok = (await api.orders.cancel({ order_id: o.order_idd })).status === \"cancelled\";\nreturn ok;",
     ];
     assert_verdicts(&check, &stopped, &[]).await;
+    let chain = format!("const x = {{}} as any;\nreturn x{};", ".a".repeat(20_000));
     let valid = [
         "return Promise.all([{ email: \"a@example.com\" }, { email: \"b@example.com\" }].map(api.customers.create));",
         "const all = await Array.fromAsync(api.paginate(api.orders.list, { status: \"paid\" }));\nreturn all.map((o) => o.id);",
@@ -441,6 +444,10 @@ async fn other_sdks_shapes_misused_pages_and_doubts_reaching_writes_are_stopped(
         "const text = await api.request(\"GET\", \"/orders/ord_001\", { headers: { accept: \"text/plain\" } });\nreturn text.split(\"\\n\");",
         "const n = 1\napi.request(\"POST\", \"/orders/ord_001/cancel\").then((x) => x)\nreturn n",
         "const rows = [{ email: \"a@example.com\" }];\nreturn Promise.all(rows.map(api.customers.create.bind(api.customers)));",
+        // Second review: a field tested before it is sent, a predicate's body, a long chain.
+        "const o = await api.orders.get({ order_id: \"ord_001\" });\nif (o.customer_idd) await api.customers.update({ customer_id: o.customer_idd });",
+        "const list = await api.orders.list({});\nconst due = list.data.filter((o) => o.due_soonn);\nfor (const o of due) await api.orders.cancel({ order_id: o.id });",
+        chain.as_str(),
     ];
     assert_verdicts(&check, &[], &valid).await;
     // The same doubts reaching only a read or the result stay warnings.
