@@ -183,12 +183,31 @@ impl TypeNames {
         let mut by_shape = HashMap::new();
         let mut by_name = HashMap::new();
         let mut shapes = HashMap::new();
+        // A group's interface is named by its last part (`Sdk.balance`), and inside the `Sdk`
+        // namespace that name would shadow a schema's of the same spelling (`balance.retrieve`
+        // returning the group, not the `balance` object): such a schema is capitalized.
+        let groups: HashSet<String> = api
+            .operations
+            .iter()
+            .flat_map(|op| {
+                op.group
+                    .split('.')
+                    .filter(|p| !p.is_empty())
+                    .map(identifier)
+            })
+            .collect();
         let mut taken = HashSet::new();
         for schema in &api.schemas {
             let mut name = identifier(&schema.name);
+            if groups.contains(&name) {
+                let mut chars = name.chars();
+                if let Some(first) = chars.next() {
+                    name = first.to_uppercase().chain(chars).collect();
+                }
+            }
             let base = name.clone();
             let mut n = 2;
-            while !taken.insert(name.clone()) {
+            while groups.contains(&name) || !taken.insert(name.clone()) {
                 name = format!("{base}{n}");
                 n += 1;
             }

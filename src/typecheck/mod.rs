@@ -498,6 +498,13 @@ impl TypeCheck {
         let mut diagnostics: Vec<Diagnostic> = diagnostics
             .into_iter()
             .filter(|d| !resolves(&known, d))
+            // `body: { ... }` is how the SDK also takes an object body's fields (the SDK
+            // checks them as it takes them): nothing to warn about.
+            .filter(|d| {
+                !(matches!(d.code, 2353 | 2561)
+                    && d.message.contains("'body' does not exist")
+                    && document.in_sdk_call(d.line, d.character))
+            })
             .filter(|d| {
                 !(matches!(d.code, 2345 | 2554) && document.in_positional_call(d.line, d.character))
             })

@@ -461,6 +461,10 @@ async fn other_sdks_shapes_misused_pages_and_doubts_reaching_writes_are_stopped(
         };
         assert!(!warnings.is_empty(), "{code}");
     }
+    // The body wrapper the SDK takes (issue 35, item 5) is no warning.
+    let wrapped =
+        "return api.customers.update({ customer_id: \"cus_001\", body: { name: \"Ana\" } });";
+    assert_eq!(check.verdict(wrapped, &who).await, Verdict::Run(Vec::new()));
 }
 
 /// Review findings on Stripe's SDK: a group spelling the SDK resolves, a group named like a
@@ -490,6 +494,15 @@ async fn certainty_on_stripe_holds_for_shared_names_and_the_codes_own_types() {
         "interface customers { email: string; spent: number }\nconst rows: customers[] = [];\nfor (const r of rows) r.vip = r.spent > 1000;\nreturn rows;",
     ];
     assert_verdicts(&check, &[], &valid).await;
+    // A group named like a schema (`balance`, `account`) no longer shadows the object its
+    // methods return (issue 35, item 5): its fields read without a warning.
+    let shadowed = "const b = await api.balance.retrieve();\nconst a = await api.account.retrieve();\nreturn [b.available.map((x) => x.amount), a.id, a.charges_enabled];";
+    assert_eq!(
+        check
+            .verdict(shadowed, &sdkbox::fair::Principal::stdio())
+            .await,
+        Verdict::Run(Vec::new())
+    );
 }
 
 /// A raw request with a literal method and path reaches an operation or is certainly wrong:
