@@ -244,8 +244,10 @@ impl SdkboxServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let mut limits = self.provider.limits.clone();
-        if let Some(ms) = input.timeout_ms {
-            limits.timeout = limits.timeout.min(Duration::from_millis(ms.max(1)));
+        // 0 is no time limit of the call's own (the server's): what a framework with strict
+        // schemas makes a model send for an optional number (issue 35, item 8).
+        if let Some(ms) = input.timeout_ms.filter(|ms| *ms > 0) {
+            limits.timeout = limits.timeout.min(Duration::from_millis(ms));
         }
         let signed_in = self.signed_in(&context)?;
         let egress = match (&self.linking, &signed_in) {

@@ -88,7 +88,7 @@ pub fn execute_input_schema() -> Arc<JsonObject> {
         "type": "object",
         "properties": {
             "code": {"type": "string", "description": "TypeScript: the body of an async function; `return` gives the result."},
-            "timeout_ms": {"type": "integer", "minimum": 1, "description": "Time limit in milliseconds (default and maximum: the server's limit)."},
+            "timeout_ms": {"type": "integer", "minimum": 0, "description": "Time limit in milliseconds (default, 0 and maximum: the server's limit)."},
             "dry_run": {"type": "boolean", "description": "Send reads, not writes: writes get placeholders and are listed in `plan`."}
         },
         "required": ["code"],

@@ -94,7 +94,7 @@ pub(crate) fn expected_protocol(era: &str) -> &'static str {
 }
 
 /// `sdkbox serve --demo --http` with a bearer token, as the README's remote setup.
-async fn http_server(token: &str) -> Listening {
+pub(crate) async fn http_server(token: &str) -> Listening {
     let mut command = crate::support::sdkbox_async();
     command
         .args(["serve", "--demo", "--http", "127.0.0.1:0"])

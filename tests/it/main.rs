@@ -19,6 +19,7 @@ mod demo;
 mod deploy;
 mod egress;
 mod fairness;
+mod frameworks;
 mod golden;
 mod hostile;
 mod hostile_provider;
