@@ -94,7 +94,7 @@ pub(crate) fn expected_protocol(era: &str) -> &'static str {
 }
 
 /// `sdkbox serve --demo --http` with a bearer token, as the README's remote setup.
-pub(crate) async fn http_server(token: &str) -> Listening {
+async fn http_server(token: &str) -> Listening {
     let mut command = crate::support::sdkbox_async();
     command
         .args(["serve", "--demo", "--http", "127.0.0.1:0"])
@@ -128,16 +128,15 @@ pub(crate) fn assert_checks_passed(report: &Value, what: &str) {
     assert!(failed.is_empty(), "{what}:\n{}", failed.join("\n"));
 }
 
-/// Runs a client to its end and checks its report: every one of `expected` ran and passed,
-/// in the protocol version the era asks for. Returns the client's stderr.
-async fn run(mut command: Command, era: &str, transport: &str, expected: &[&str]) -> String {
+/// Points a client script at sdkbox over `transport`: the binary to start for stdio, or a
+/// server started here for HTTP (returned, to keep it running) and its token.
+pub(crate) async fn pointed_at(command: &mut Command, transport: &str) -> Option<Listening> {
     let token = format!("conformance-{}", std::process::id());
     let server = match transport {
         "http" => Some(http_server(&token).await),
         _ => None,
     };
     command
-        .env("ERA", era)
         .env("TRANSPORT", transport)
         .env("SDKBOX_BIN", env!("CARGO_BIN_EXE_sdkbox"))
         .env(crate::support::TYPECHECK, "off")
@@ -147,6 +146,14 @@ async fn run(mut command: Command, era: &str, transport: &str, expected: &[&str]
             .env("SDKBOX_URL", &server.url)
             .env("SDKBOX_TOKEN", &token);
     }
+    server
+}
+
+/// Runs a client to its end and checks its report: every one of `expected` ran and passed,
+/// in the protocol version the era asks for. Returns the client's stderr.
+async fn run(mut command: Command, era: &str, transport: &str, expected: &[&str]) -> String {
+    command.env("ERA", era);
+    let server = pointed_at(&mut command, transport).await;
     let output: Output =
         tokio::time::timeout(std::time::Duration::from_secs(180), command.output())
             .await

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use crate::clients::{assert_checks_passed, client_report, http_server};
+use crate::clients::{assert_checks_passed, client_report, pointed_at};
 
 /// The frameworks' Python, installed by scripts/test-deps.
 fn frameworks_python() -> Option<PathBuf> {
@@ -24,24 +24,10 @@ async fn openai_agents(transport: &str) {
     let Some(python) = frameworks_python() else {
         return;
     };
-    let token = format!("frameworks-{}", std::process::id());
-    let server = match transport {
-        "http" => Some(http_server(&token).await),
-        _ => None,
-    };
     let script = python.ancestors().nth(3).unwrap().join("openai_agents.py");
     let mut command = tokio::process::Command::new(&python);
-    command
-        .arg(script)
-        .env("TRANSPORT", transport)
-        .env("SDKBOX_BIN", env!("CARGO_BIN_EXE_sdkbox"))
-        .env(crate::support::TYPECHECK, "off")
-        .kill_on_drop(true);
-    if let Some(server) = &server {
-        command
-            .env("SDKBOX_URL", &server.url)
-            .env("SDKBOX_TOKEN", &token);
-    }
+    command.arg(script);
+    let _server = pointed_at(&mut command, transport).await;
     let output = tokio::time::timeout(std::time::Duration::from_secs(180), command.output())
         .await
         .expect("the framework script did not finish in 180 s")

@@ -13,20 +13,15 @@ Environment:
 import asyncio
 import json
 import os
+import sys
 
 from agents.mcp import MCPServerStdio, MCPServerStreamableHttp, MCPUtil
 from agents.tool_context import ToolContext
 
-TRANSPORT = os.environ.get("TRANSPORT", "stdio")
-checks = {}
-
-
-async def check(name, body):
-    try:
-        await body()
-        checks[name] = "ok"
-    except Exception as error:  # every failure is reported, none ends the run
-        checks[name] = f"FAIL: {type(error).__name__}: {error}"
+# The Python client's harness (checks and their report), next door; no __pycache__ is left.
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "py"))
+from harness import TRANSPORT, check, checks  # noqa: E402
 
 
 def server():
