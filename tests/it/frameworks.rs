@@ -1,48 +1,65 @@
 //! sdkbox through agent frameworks' own MCP integrations, as an agent built on them hands its
-//! tools to a model (issue 35, item 8): the OpenAI Agents SDK with strict schemas, whose
-//! models must send every optional property (empty filters, 0 for numbers), over stdio and
-//! HTTP. The framework scripts are in tests/clients/frameworks, pinned by its
-//! requirements.txt.
+//! tools to a model (issue 35, item 8), over stdio and HTTP: the OpenAI Agents SDK with strict
+//! schemas, whose models must send every optional property (empty filters, 0 for numbers),
+//! and LangChain's MCP adapters, whose tools give the model the text and keep the structured
+//! result as an artifact. Each framework's script and pinned requirements are in
+//! tests/clients/frameworks/<name>, in a virtual environment of its own (their `mcp` versions
+//! differ).
 
 use std::path::PathBuf;
 
 use crate::clients::{assert_checks_passed, client_report, pointed_at};
 
-/// The frameworks' Python, installed by scripts/test-deps.
-fn frameworks_python() -> Option<PathBuf> {
-    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/clients/frameworks/.venv/bin/python");
+/// A framework's directory and Python, installed by scripts/test-deps.
+fn framework(name: &str) -> Option<(PathBuf, PathBuf)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/clients/frameworks")
+        .join(name);
+    let python = dir.join(".venv/bin/python");
     crate::support::requirement_met(
         python.exists(),
-        "the agent frameworks are not installed (scripts/test-deps)",
+        &format!("the {name} framework is not installed (scripts/test-deps)"),
     )
-    .then_some(python)
+    .then_some((dir, python))
 }
 
-/// Runs the OpenAI Agents SDK script over `transport` and checks its report.
-async fn openai_agents(transport: &str) {
-    let Some(python) = frameworks_python() else {
+/// Runs framework `name`'s script over `transport` and checks its report of `checks` checks.
+async fn through(name: &str, transport: &str, checks: usize) {
+    let Some((dir, python)) = framework(name) else {
         return;
     };
-    let script = python.ancestors().nth(3).unwrap().join("openai_agents.py");
     let mut command = tokio::process::Command::new(&python);
-    command.arg(script);
+    command.arg(dir.join(format!("{name}.py")));
     let _server = pointed_at(&mut command, transport).await;
     let output = tokio::time::timeout(std::time::Duration::from_secs(180), command.output())
         .await
         .expect("the framework script did not finish in 180 s")
         .unwrap();
     let report = client_report(&output);
-    assert_checks_passed(&report, &format!("openai-agents over {transport}"));
-    assert_eq!(report["checks"].as_object().unwrap().len(), 4, "{report}");
+    assert_checks_passed(&report, &format!("{name} over {transport}"));
+    assert_eq!(
+        report["checks"].as_object().unwrap().len(),
+        checks,
+        "{report}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openai_agents_sdk_with_strict_schemas_over_stdio() {
-    openai_agents("stdio").await;
+    through("openai_agents", "stdio", 4).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openai_agents_sdk_with_strict_schemas_over_http() {
-    openai_agents("http").await;
+    through("openai_agents", "http", 4).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn langchain_mcp_adapters_over_stdio() {
+    through("langchain", "stdio", 4).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn langchain_mcp_adapters_over_http() {
+    through("langchain", "http", 4).await;
 }

@@ -33,6 +33,20 @@ def server():
     return streamable_http_client(os.environ["SDKBOX_URL"], http_client=http)
 
 
+def framework_env():
+    """The environment an agent framework starts `sdkbox serve --demo` with over stdio: PATH,
+    no model download, and the type-check setting the test gives."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SDKBOX_NO_MODEL": "1"}
+    if os.environ.get("SDKBOX_TYPECHECK"):
+        env["SDKBOX_TYPECHECK"] = os.environ["SDKBOX_TYPECHECK"]
+    return env
+
+
+def bearer():
+    """The README's remote entry's header: `Authorization: Bearer $SDKBOX_TOKEN`."""
+    return {"Authorization": f"Bearer {os.environ['SDKBOX_TOKEN']}"}
+
+
 def text(result):
     return "\n".join(c.text for c in result.content if c.type == "text")
 

@@ -20,21 +20,15 @@ from agents.tool_context import ToolContext
 
 # The Python client's harness (checks and their report), next door; no __pycache__ is left.
 sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "py"))
-from harness import TRANSPORT, check, checks  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "py"))
+from harness import TRANSPORT, bearer, check, checks, framework_env  # noqa: E402
 
 
 def server():
     if TRANSPORT == "stdio":
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SDKBOX_NO_MODEL": "1"}
-        if os.environ.get("SDKBOX_TYPECHECK"):
-            env["SDKBOX_TYPECHECK"] = os.environ["SDKBOX_TYPECHECK"]
-        params = {"command": os.environ["SDKBOX_BIN"], "args": ["serve", "--demo"], "env": env}
+        params = {"command": os.environ["SDKBOX_BIN"], "args": ["serve", "--demo"], "env": framework_env()}
         return MCPServerStdio(params=params, cache_tools_list=True)
-    params = {
-        "url": os.environ["SDKBOX_URL"],
-        "headers": {"Authorization": f"Bearer {os.environ['SDKBOX_TOKEN']}"},
-    }
+    params = {"url": os.environ["SDKBOX_URL"], "headers": bearer()}
     return MCPServerStreamableHttp(params=params, cache_tools_list=True)
 
 
