@@ -1,8 +1,9 @@
 //! sdkbox through agent frameworks' own MCP integrations, as an agent built on them hands its
 //! tools to a model (issue 35, item 8), over stdio and HTTP: the OpenAI Agents SDK with strict
-//! schemas, whose models must send every optional property (empty filters, 0 for numbers),
-//! and LangChain's MCP adapters, whose tools give the model the text and keep the structured
-//! result as an artifact. Each framework's script and pinned requirements are in
+//! schemas, whose models must send every optional property (empty filters, 0 for numbers);
+//! LangChain's MCP adapters, whose tools give the model the text and keep the structured
+//! result as an artifact; and pydantic-ai's MCP toolset, which gives the model the structured
+//! result and turns a tool error into a retry. Each framework's script and pinned requirements are in
 //! tests/clients/frameworks/<name>, in a virtual environment of its own (their `mcp` versions
 //! differ).
 
@@ -62,4 +63,14 @@ async fn langchain_mcp_adapters_over_stdio() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn langchain_mcp_adapters_over_http() {
     through("langchain", "http", 4).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pydantic_ai_over_stdio() {
+    through("pydanticai", "stdio", 3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pydantic_ai_over_http() {
+    through("pydanticai", "http", 3).await;
 }
