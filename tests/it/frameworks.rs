@@ -3,7 +3,8 @@
 //! schemas, whose models must send every optional property (empty filters, 0 for numbers);
 //! LangChain's MCP adapters, whose tools give the model the text and keep the structured
 //! result as an artifact; and pydantic-ai's MCP toolset, which gives the model the structured
-//! result and turns a tool error into a retry. Each framework's script and pinned requirements are in
+//! result and turns a tool error into a retry; and the AI SDK's MCP client, in the 2026-07-28
+//! revision. Each framework's script and pinned requirements are in
 //! tests/clients/frameworks/<name>, in a virtual environment of its own (their `mcp` versions
 //! differ).
 
@@ -11,26 +12,38 @@ use std::path::PathBuf;
 
 use crate::clients::{assert_checks_passed, client_report, pointed_at};
 
-/// A framework's directory and Python, installed by scripts/test-deps.
+/// A framework's runtime and script, installed by scripts/test-deps: a Python one's virtual
+/// environment, or Node with a JavaScript one's packages.
 fn framework(name: &str) -> Option<(PathBuf, PathBuf)> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/clients/frameworks")
         .join(name);
-    let python = dir.join(".venv/bin/python");
+    let (program, script, installed) = match dir.join("package.json").exists() {
+        true => (
+            PathBuf::from("node"),
+            dir.join(format!("{name}.mjs")),
+            dir.join("node_modules").exists(),
+        ),
+        false => {
+            let python = dir.join(".venv/bin/python");
+            let installed = python.exists();
+            (python, dir.join(format!("{name}.py")), installed)
+        }
+    };
     crate::support::requirement_met(
-        python.exists(),
+        installed,
         &format!("the {name} framework is not installed (scripts/test-deps)"),
     )
-    .then_some((dir, python))
+    .then_some((program, script))
 }
 
 /// Runs framework `name`'s script over `transport` and checks its report of `checks` checks.
 async fn through(name: &str, transport: &str, checks: usize) {
-    let Some((dir, python)) = framework(name) else {
+    let Some((program, script)) = framework(name) else {
         return;
     };
-    let mut command = tokio::process::Command::new(&python);
-    command.arg(dir.join(format!("{name}.py")));
+    let mut command = tokio::process::Command::new(&program);
+    command.arg(script);
     let _server = pointed_at(&mut command, transport).await;
     let output = tokio::time::timeout(std::time::Duration::from_secs(180), command.output())
         .await
@@ -73,4 +86,14 @@ async fn pydantic_ai_over_stdio() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pydantic_ai_over_http() {
     through("pydanticai", "http", 3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ai_sdk_over_stdio() {
+    through("ai_sdk", "stdio", 4).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ai_sdk_over_http() {
+    through("ai_sdk", "http", 4).await;
 }
