@@ -910,23 +910,16 @@ impl Visit for Spans {
         expr.visit_children_with(self);
     }
 
-    fn visit_if_stmt(&mut self, stmt: &deno_ast::swc::ast::IfStmt) {
-        self.guard(&stmt.test);
-        stmt.visit_children_with(self);
-    }
-
-    fn visit_while_stmt(&mut self, stmt: &deno_ast::swc::ast::WhileStmt) {
-        self.guard(&stmt.test);
-        stmt.visit_children_with(self);
-    }
-
-    fn visit_do_while_stmt(&mut self, stmt: &deno_ast::swc::ast::DoWhileStmt) {
-        self.guard(&stmt.test);
-        stmt.visit_children_with(self);
-    }
-
-    fn visit_switch_stmt(&mut self, stmt: &deno_ast::swc::ast::SwitchStmt) {
-        self.guard(&stmt.discriminant);
+    fn visit_stmt(&mut self, stmt: &deno_ast::swc::ast::Stmt) {
+        use deno_ast::swc::ast::Stmt;
+        // What a statement only tests: its condition, or what it switches on.
+        match stmt {
+            Stmt::If(s) => self.guard(&s.test),
+            Stmt::While(s) => self.guard(&s.test),
+            Stmt::DoWhile(s) => self.guard(&s.test),
+            Stmt::Switch(s) => self.guard(&s.discriminant),
+            _ => {}
+        }
         stmt.visit_children_with(self);
     }
 

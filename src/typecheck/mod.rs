@@ -57,7 +57,8 @@ pub fn default_compilers() -> usize {
 /// 100 KB, 6.4 s for 400 KB).
 const MAX_CHECKED_BYTES: usize = 64 * 1024;
 
-/// The stack deeply nested code is parsed on (only the pages used are committed).
+/// The stack every checked document is parsed and visited on (only the pages used are
+/// committed): nesting, and member chains, deeper than a default thread's stack holds.
 const PARSER_STACK: usize = 256 * 1024 * 1024;
 
 /// Warnings one result lists, at most.
@@ -400,18 +401,19 @@ impl TypeCheck {
                 ]);
             }
         };
-        let Some(depth) = crate::sandbox::nesting_depth(code) else {
+        if crate::sandbox::nesting_depth(code).is_none() {
             return Verdict::Run(Vec::new());
-        };
+        }
         let owned = code.to_owned();
         let sdk = self.sdk.clone();
         let built = tokio::task::spawn_blocking(move || {
             let document = move || {
                 // A raw request the spec surely routes returns what its operation returns;
                 // at most a few per script are judged, as the routes below are.
-                let judged = std::sync::atomic::AtomicUsize::new(0);
+                let judged = std::cell::Cell::new(0);
                 let route_type = |method: &str, parts: &[routes::Part]| {
-                    if judged.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= MAX_JUDGED {
+                    judged.set(judged.get() + 1);
+                    if judged.get() > MAX_JUDGED {
                         return None;
                     }
                     let op = routes::operation(method, parts, sdk.operations())?;
@@ -421,7 +423,6 @@ impl TypeCheck {
             };
             // On a stack of its own whatever the nesting the sandbox counts: a member chain
             // thousands of links long is deep to the parser's visitors too.
-            let _ = depth;
             std::thread::Builder::new()
                 .stack_size(PARSER_STACK)
                 .spawn(document)
@@ -777,16 +778,17 @@ fn tested_properties<'a>(document: &'a Document, reach: &flow::Reach<'_>) -> Has
     tested
 }
 
-/// Whether a call sends a write: an SDK method whose operation is not `GET` or `HEAD`, or a
-/// raw request with another literal method.
-fn is_write(called: &flow::Called, sdk: &Sdk) -> bool {
-    let reads = |method: &str| matches!(method.to_ascii_uppercase().as_str(), "GET" | "HEAD");
-    match called {
-        flow::Called::Sdk { group, method } => sdk
-            .operation(group, method)
-            .is_ok_and(|op| !reads(&op.method)),
-        flow::Called::Raw { method } => !reads(method),
-    }
+/// Whether a call sends a write, as egress counts writes ([`crate::egress::is_write`]): an SDK
+/// method by its operation's method, a raw request by its literal one.
+fn sends_write(called: &flow::Called, sdk: &Sdk) -> bool {
+    let method = match called {
+        flow::Called::Sdk { group, method } => match sdk.operation(group, method) {
+            Ok(op) => op.method.to_ascii_uppercase(),
+            Err(_) => return false,
+        },
+        flow::Called::Raw { method } => method.to_ascii_uppercase(),
+    };
+    crate::egress::is_write(&method)
 }
 
 /// The write (`api.customers.update`, `api.request("POST", ...)`) the doubtful value at a
@@ -970,8 +972,13 @@ fn judge(known: &Known<'_>, code: &str, diagnostics: &[Diagnostic], mode: Mode) 
     };
     // A doubt that reaches a write stops the run too, saying which write it reaches: where
     // values reach writes is worked out once, and at most a bounded number of doubts judged.
-    let reach = document.flow.reach(|called| is_write(called, known.sdk));
-    let tested = tested_properties(document, &reach);
+    // Only a script with a doubt pays for working out where its values go.
+    let any_doubt = diagnostics.iter().any(|d| doubtful(d, known));
+    let reach = any_doubt.then(|| document.flow.reach(|called| sends_write(called, known.sdk)));
+    let tested = reach
+        .as_ref()
+        .map(|reach| tested_properties(document, reach))
+        .unwrap_or_default();
     let mut doubts = 0usize;
     let judged: Vec<(&Diagnostic, bool, Option<String>)> = diagnostics
         .iter()
@@ -981,9 +988,10 @@ fn judge(known: &Known<'_>, code: &str, diagnostics: &[Diagnostic], mode: Mode) 
                 doubts += 1;
                 doubts <= MAX_DOUBTS
             };
-            let write = doubt
-                .then(|| reached_write(d, known, &reach, &tested))
-                .flatten();
+            let write = reach
+                .as_ref()
+                .filter(|_| doubt)
+                .and_then(|reach| reached_write(d, known, reach, &tested));
             (d, certain, write)
         })
         .collect();
