@@ -46,8 +46,13 @@
   function describeFunction(f) {
     // An SDK node answers every property with a deeper name: its own is in `operations`.
     const op = operations.get(f);
-    if (op) return `[Function: api.${op.group === "" ? op.method : `${op.group}.${op.method}`}]`;
+    if (op) return `[Function: ${sdkName(op)}]`;
     return `[Function: ${f.name || "anonymous"}]`;
+  }
+
+  // An SDK method's name as a script writes it: `api.customers.list`.
+  function sdkName(op) {
+    return `api.${op.group === "" ? op.method : `${op.group}.${op.method}`}`;
   }
 
   // Turns any value into plain JSON data: BigInt to string, cycles, functions, symbols and
@@ -457,7 +462,7 @@
   // (`options.items` names their property); bounded by the execution's request budget.
   function paginate(method, params = {}, options = {}) {
     const op = operations.get(method);
-    const what = op ? `api.${op.group === "" ? op.method : `${op.group}.${op.method}`}` : "...";
+    const what = op ? sdkName(op) : "...";
     return pagesOf(items(method, params, options), what);
   }
 

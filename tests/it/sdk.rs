@@ -316,13 +316,18 @@ const bound = await Promise.all([{ name: "c" }, { name: "d" }].map(api.widgets.c
 const mapped = await Promise.all(Array.from([{ name: "e" }], api.widgets.create));
 let called;
 try { await api.widgets.create.call(null, { name: "f" }, { idempotencyKey: "k" }); } catch (e) { called = e.message.includes("given 2 arguments"); }
-return { all: all.length, misuse, made: made.length + bound.length + mapped.length, called };
+let named;
+try { api.paginate(api.cursor.list, {}).length; } catch (e) { named = e.message.startsWith("api.paginate(api.cursor.list, ...)"); }
+return { all: all.length, misuse, made: made.length + bound.length + mapped.length, called, named, fn: api.widgets.create };
 "#;
     let outcome = run(&sandbox, code).await;
     assert!(outcome.ok, "{outcome:?}");
     assert_eq!(
         outcome.result,
-        json!({ "all": 7, "misuse": [true, true, true, true, true], "made": 5, "called": true })
+        json!({
+            "all": 7, "misuse": [true, true, true, true, true], "made": 5, "called": true,
+            "named": true, "fn": "[Function: api.widgets.create]"
+        })
     );
     assert_eq!(outcome.http.len(), 3 + 5);
 }
