@@ -279,7 +279,7 @@ impl ProviderFile {
         }
         let api = match spec {
             Some(mut spec) => {
-                crate::spec::rename_groups(&mut spec.api.operations, &self.names)
+                crate::spec::apply_names(&mut spec.api.operations, &self.names)
                     .map_err(ConfigError::Invalid)?;
                 Some(Arc::new(spec.api))
             }

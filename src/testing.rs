@@ -55,5 +55,6 @@ pub fn operation(
         resource: None,
         deprecated: false,
         policy: None,
+        former: Vec::new(),
     }
 }

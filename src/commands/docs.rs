@@ -69,7 +69,7 @@ async fn load_docs(args: &SpecArgs) -> Result<(Arc<sdkbox::spec::Api>, DocsIndex
     let started = std::time::Instant::now();
     let mut spec = sdkbox::spec::load(&args.spec).await?;
     let names = args.names.iter().cloned().collect();
-    sdkbox::spec::rename_groups(&mut spec.api.operations, &names).map_err(anyhow::Error::msg)?;
+    sdkbox::spec::apply_names(&mut spec.api.operations, &names).map_err(anyhow::Error::msg)?;
     for warning in &spec.warnings {
         eprintln!("warning: {warning}");
     }
@@ -124,7 +124,7 @@ pub struct TypesArgs {
 pub async fn types(args: TypesArgs) -> Result<ExitCode> {
     let mut spec = sdkbox::spec::load(&args.spec).await?;
     let names = args.names.iter().cloned().collect();
-    sdkbox::spec::rename_groups(&mut spec.api.operations, &names).map_err(anyhow::Error::msg)?;
+    sdkbox::spec::apply_names(&mut spec.api.operations, &names).map_err(anyhow::Error::msg)?;
     for warning in &spec.warnings {
         eprintln!("warning: {warning}");
     }

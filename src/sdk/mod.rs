@@ -87,10 +87,16 @@ pub struct Sdk {
 impl Sdk {
     /// Indexes the operations of `api`.
     pub fn new(api: Arc<Api>) -> Self {
-        let names = names::Names::new(
+        let mut names = names::Names::new(
             api.operations
                 .iter()
                 .map(|op| (op.group.as_str(), op.name.as_str(), op.method.as_str())),
+        );
+        names.remember_former(
+            api.operations
+                .iter()
+                .enumerate()
+                .flat_map(|(index, op)| op.former.iter().map(move |name| (name.clone(), index))),
         );
         Self { api, names }
     }

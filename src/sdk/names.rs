@@ -8,7 +8,7 @@
 //! spelling is tried, and a call resolves only when all of them together reach exactly one
 //! operation whose HTTP method fits the verb: anything else is an error naming what exists.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::CallError;
 use super::validate::did_you_mean;
@@ -42,6 +42,8 @@ pub(super) struct Names {
     groups: BTreeMap<String, BTreeMap<String, usize>>,
     /// Each operation's HTTP method, by index.
     http_methods: Vec<String>,
+    /// Operations the provider file renamed, by their spec's `group.method`.
+    former: HashMap<String, usize>,
     /// The longest name a lookup takes: twice the longest `group.method` there is, and some
     /// room. Anything longer is refused before any lookup, whose work grows with the name.
     longest: usize,
@@ -85,7 +87,18 @@ impl Names {
         Self {
             groups,
             http_methods,
+            former: HashMap::new(),
             longest: 2 * longest + 16,
+        }
+    }
+
+    /// Lets each renamed operation be reached by its former names too, where they are no
+    /// operation's name now and spell no other one: a rename never breaks a script written
+    /// against the spec's names or an earlier file's.
+    pub(super) fn remember_former(&mut self, former: impl Iterator<Item = (String, usize)>) {
+        for (name, index) in former {
+            self.longest = self.longest.max(2 * name.len() + 16);
+            self.former.insert(name, index);
         }
     }
 
@@ -93,10 +106,18 @@ impl Names {
     /// groups sit under, named so up to case and plural.
     pub(super) fn has_group(&self, group: &str) -> bool {
         let depth = group.split('.').count();
-        self.groups.keys().any(|name| {
-            let parts: Vec<&str> = name.split('.').collect();
-            parts.len() >= depth && same_group(&parts[..depth].join("."), group)
-        })
+        let former_groups = self
+            .former
+            .keys()
+            .filter_map(|name| Some(name.rsplit_once('.')?.0));
+        self.groups
+            .keys()
+            .map(String::as_str)
+            .chain(former_groups)
+            .any(|name| {
+                let parts: Vec<&str> = name.split('.').collect();
+                parts.len() >= depth && same_group(&parts[..depth].join("."), group)
+            })
     }
 
     /// The index of the operation `api.<group>.<method>` names, or an error that says what
@@ -122,9 +143,13 @@ impl Names {
             found.extend(self.spellings(methods, method));
         }
         found.extend(self.verb_moved(group, method));
+        let former = self.former.get(&format!("{group}.{method}"));
         let mut found = found.into_iter();
         match (found.next(), found.next()) {
             (Some(index), None) => Ok(index),
+            // A spelling of another operation wins over a name the file renamed away, and
+            // spellings that could be several stay an error.
+            (None, _) if let Some(index) = former => Ok(*index),
             (Some(first), Some(second)) => {
                 let all: Vec<String> = [first, second]
                     .into_iter()
@@ -299,6 +324,30 @@ mod tests {
         assert_eq!(names.find("radar.search", "global").unwrap(), 10);
         // A verb that is not the action's HTTP method finds nothing.
         assert!(names.find("ssl.analyze", "delete").is_err());
+    }
+
+    #[test]
+    fn a_renamed_operation_is_still_reached_by_the_name_the_spec_gave_it() {
+        let mut names = names(&[
+            ("subscriptions", "cancel", "DELETE"),
+            ("subscriptions", "retrieve", "GET"),
+            ("workers.scripts.settings", "get", "GET"),
+        ]);
+        names.remember_former(
+            [
+                ("subscriptions.del".to_owned(), 0),
+                ("workers.scripts.scriptSettings.get".to_owned(), 2),
+            ]
+            .into_iter(),
+        );
+        assert_eq!(names.find("subscriptions", "del").unwrap(), 0);
+        assert_eq!(names.find("subscriptions", "cancel").unwrap(), 0);
+        assert_eq!(
+            names.find("workers.scripts.scriptSettings", "get").unwrap(),
+            2
+        );
+        assert!(names.has_group("workers.scripts.scriptSettings"));
+        assert!(names.find("subscriptions", "remove").is_err());
     }
 
     #[test]

@@ -15,7 +15,7 @@ mod text;
 pub use model::{
     Api, AuthHint, Body, Encoding, Field, Location, Operation, Param, SchemaDoc, Shape, Style,
 };
-pub use naming::{camel, rename_groups, singular, words};
+pub use naming::{apply_names, camel, singular, words};
 pub use text::{first_sentence, plain, shorten};
 
 use serde_json::Value;

@@ -69,6 +69,9 @@ pub struct Operation {
     /// The spec's `x-sdkbox-policy` for it (`allow`, `approve` or `deny`), checked when the
     /// approval rules are built.
     pub policy: Option<String>,
+    /// `group.method` as the spec named it and as its group's rename alone made it, when the
+    /// provider file's `[names]` renamed it: a script written against those still reaches it.
+    pub former: Vec<String>,
 }
 
 /// Where a parameter goes.

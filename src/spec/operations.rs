@@ -165,6 +165,7 @@ fn operation(
         policy: spec
             .get("x-sdkbox-policy")
             .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)),
+        former: Vec::new(),
     })
 }
 

@@ -244,7 +244,7 @@ fn search_takes_group_renames_on_the_command_line() {
     assert!(!output.status.success());
     let error = String::from_utf8_lossy(&output.stderr);
     assert!(
-        error.contains("no group `refundz`; did you mean `refunds`?"),
+        error.contains("no group or operation `refundz`; did you mean `refunds`?"),
         "{error}"
     );
 }

@@ -14,7 +14,7 @@ mod from_id;
 mod from_path;
 mod renames;
 
-pub use renames::rename_groups;
+pub use renames::apply_names;
 
 use std::collections::HashSet;
 
