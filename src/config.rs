@@ -473,6 +473,7 @@ impl ProviderFile {
                 mode,
                 tsc_path.as_deref(),
                 sdk.clone(),
+                loaded.egress_config.base_url.clone(),
                 &fairness,
             )
             .await

@@ -36,6 +36,9 @@ pub struct Document {
     called_on_responses: Vec<(usize, usize)>,
     /// `api.request` calls with a literal method and path.
     pub raw_requests: Vec<super::routes::RawRequest>,
+    /// `fetch` calls with a literal method and URL, the URL as written (scheme and host
+    /// included when it has them).
+    pub fetches: Vec<super::routes::RawRequest>,
     /// Numbers with a fraction written as a top-level parameter of an SDK call written from
     /// `api`: the call's group and method, the key, the value, and where it is (line and
     /// UTF-16 character in the checked text).
@@ -53,6 +56,9 @@ pub struct Document {
     /// Property names the code gives values itself (`x.total = ...`, `{ total() {} }`): a
     /// value may have them whatever its declared type says.
     pub assigned_names: std::collections::HashSet<String>,
+    /// Those of them given by assigning a member (`params.customer = ...`): an object built
+    /// before an SDK call may get them after its type was inferred.
+    pub member_assigned: std::collections::HashSet<String>,
     line_starts: Vec<usize>,
 }
 
@@ -226,19 +232,22 @@ impl Document {
                 .map_or(0, |before| before.encode_utf16().count());
             (line as u32, character as u32)
         };
-        let raw_requests = spans
-            .raw_requests
-            .into_iter()
-            .map(|(method, path, at)| {
-                let (line, character) = position(at);
-                super::routes::RawRequest {
-                    method,
-                    path,
-                    line,
-                    character,
-                }
-            })
-            .collect();
+        let located = |found: Vec<(String, Vec<super::routes::Part>, u32)>| {
+            found
+                .into_iter()
+                .map(|(method, path, at)| {
+                    let (line, character) = position(at);
+                    super::routes::RawRequest {
+                        method,
+                        path,
+                        line,
+                        character,
+                    }
+                })
+                .collect::<Vec<_>>()
+        };
+        let raw_requests = located(spans.raw_requests);
+        let fetches = located(spans.fetches);
         let fractions = spans
             .fractions
             .into_iter()
@@ -264,6 +273,7 @@ impl Document {
             .collect();
         Self {
             raw_requests,
+            fetches,
             fractions,
             positional,
             first_arguments: spans.first_arguments.into_iter().map(to_range).collect(),
@@ -287,6 +297,7 @@ impl Document {
             },
             declared_types: spans.declared_types,
             assigned_names: spans.assigned_names,
+            member_assigned: spans.member_assigned,
             names: spans
                 .names
                 .into_iter()
@@ -468,6 +479,8 @@ struct Spans {
     /// `api.request` calls with a literal method and path: the method, the path, where the
     /// path starts.
     raw_requests: Vec<(String, Vec<super::routes::Part>, u32)>,
+    /// `fetch` calls with a literal method and URL.
+    fetches: Vec<(String, Vec<super::routes::Part>, u32)>,
     fractions: Vec<(String, String, String, f64, u32)>,
     /// SDK calls given arguments after the parameters object: group, method, how many
     /// arguments, where the second starts, the call's range.
@@ -484,6 +497,7 @@ struct Spans {
     sdk_arguments: Vec<(super::flow::Called, (u32, u32))>,
     declared_types: std::collections::HashSet<String>,
     assigned_names: std::collections::HashSet<String>,
+    member_assigned: std::collections::HashSet<String>,
     start: u32,
 }
 
@@ -700,6 +714,21 @@ fn literal_text(expr: &Expr) -> Option<String> {
 /// A path written as a string literal or a template (its substitutions any text), its query
 /// cut off; `None` for anything else, or a path that may not be relative to the API's base.
 fn path_parts(expr: &Expr) -> Option<Vec<super::routes::Part>> {
+    let cut = url_parts(expr)?;
+    // Only a path from the API's root: an absolute URL, or a path not starting at `/` from a
+    // substitution, is not judged here.
+    match cut.first() {
+        Some(super::routes::Part::Text(first))
+            if first.starts_with('/') && !first.starts_with("//") =>
+        {
+            Some(cut)
+        }
+        _ => None,
+    }
+}
+
+/// A literal or template URL's parts, cut where a written query or fragment begins.
+fn url_parts(expr: &Expr) -> Option<Vec<super::routes::Part>> {
     use super::routes::Part;
     let mut parts = Vec::new();
     match expr {
@@ -707,8 +736,11 @@ fn path_parts(expr: &Expr) -> Option<Vec<super::routes::Part>> {
             for (n, quasi) in template.quasis.iter().enumerate() {
                 let text = quasi.cooked.as_ref()?.to_string_lossy().into_owned();
                 parts.push(Part::Text(text));
-                if n < template.exprs.len() {
-                    parts.push(Part::Any);
+                if let Some(substituted) = template.exprs.get(n) {
+                    parts.push(match one_segment(substituted) {
+                        true => Part::One,
+                        false => Part::Any,
+                    });
                 }
             }
         }
@@ -726,15 +758,77 @@ fn path_parts(expr: &Expr) -> Option<Vec<super::routes::Part>> {
                     break;
                 }
             }
-            Part::Any => cut.push(Part::Any),
+            substituted => cut.push(substituted),
         }
     }
-    // Only a path from the API's root: an absolute URL, or a path not starting at `/` from a
-    // substitution, is not judged here.
-    match cut.first() {
-        Some(Part::Text(first)) if first.starts_with('/') && !first.starts_with("//") => Some(cut),
-        _ => None,
+    Some(cut)
+}
+
+/// A `fetch(url, init)` call with a literal URL and method (`GET` when `init` names none): the
+/// method, the URL's parts and where the URL starts (parser position). Not when `init` is not
+/// an object written out, or may set its method otherwise (a spread, a computed method).
+fn fetch_request(call: &CallExpr) -> Option<(String, Vec<super::routes::Part>, u32)> {
+    let Callee::Expr(callee) = &call.callee else {
+        return None;
+    };
+    if !matches!(&**callee, Expr::Ident(name) if name.sym.as_ref() == "fetch") {
+        return None;
     }
+    let url = call.args.first()?;
+    let method = match call.args.get(1).map(|init| &*init.expr) {
+        None => "GET".to_owned(),
+        Some(Expr::Object(init)) => {
+            let mut method = Some("GET".to_owned());
+            for prop in &init.props {
+                match prop {
+                    PropOrSpread::Spread(_) => return None,
+                    PropOrSpread::Prop(prop) => match &**prop {
+                        Prop::KeyValue(pair)
+                            if prop_key(&pair.key).as_deref() == Some("method") =>
+                        {
+                            method = literal_text(&pair.value);
+                        }
+                        Prop::Shorthand(name) if name.sym.as_ref() == "method" => method = None,
+                        _ => {}
+                    },
+                }
+            }
+            method?
+        }
+        Some(_) => return None,
+    };
+    Some((
+        method.to_ascii_uppercase(),
+        url_parts(&url.expr)?,
+        url.expr.span().lo.0,
+    ))
+}
+
+/// Whether a template's substitution surely holds one path segment, no slash: a value made
+/// for a segment (`encodeURIComponent(...)`), a number, or a name for an id (`zone_id`,
+/// `customerId`, `pr.number`). Anything else may hold several (`${repo.full_name}`).
+fn one_segment(expr: &Expr) -> bool {
+    let name = match expr {
+        Expr::Paren(paren) => return one_segment(&paren.expr),
+        Expr::Lit(deno_ast::swc::ast::Lit::Num(_)) => return true,
+        Expr::Call(call) => {
+            return matches!(&call.callee, Callee::Expr(callee)
+                if matches!(&**callee, Expr::Ident(f) if f.sym.as_ref() == "encodeURIComponent"));
+        }
+        Expr::Ident(ident) => ident.sym.to_string(),
+        Expr::Member(member) => match &member.prop {
+            MemberProp::Ident(name) => name.sym.to_string(),
+            _ => return false,
+        },
+        _ => return false,
+    };
+    name == "id"
+        || name == "number"
+        || name.ends_with("_id")
+        || name.ends_with("Id")
+        || name.ends_with("ID")
+        || name.ends_with("_number")
+        || name.ends_with("Number")
 }
 
 /// Whether a raw request's options (its arguments after the path) surely leave the response
@@ -835,6 +929,7 @@ impl Visit for Spans {
             && let MemberProp::Ident(name) = &member.prop
         {
             self.assigned_names.insert(name.sym.to_string());
+            self.member_assigned.insert(name.sym.to_string());
         }
         assign.visit_children_with(self);
     }
@@ -1030,6 +1125,16 @@ impl Visit for Spans {
         }
         if let Some((method, parts, path)) = raw_request(call) {
             self.raw_requests.push((method, parts, path));
+        }
+        if let Some((method, parts, url)) = fetch_request(call) {
+            if let (Some(first), Some(last)) = (call.args.first(), call.args.last()) {
+                let range = (first.expr.span().lo.0, last.expr.span().hi.0);
+                let called = super::flow::Called::Raw {
+                    method: method.clone(),
+                };
+                self.sdk_arguments.push((called, range));
+            }
+            self.fetches.push((method, parts, url));
         }
         if let Callee::Expr(callee) = &call.callee
             && let Expr::Member(member) = &**callee

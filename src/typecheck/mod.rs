@@ -17,7 +17,7 @@ mod routes;
 pub use checker::{Checker, Diagnostic, Unchecked};
 pub use document::Document;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -257,8 +257,12 @@ pub struct TypeCheck {
     /// The response and schema types the declarations name: values parsed from JSON, which
     /// have no methods but those of objects and arrays.
     json_types: Arc<HashSet<String>>,
+    /// Those of them that are a string, number or boolean (an enum's literals).
+    scalar_types: Arc<HashSet<String>>,
     /// The SDK's group types as the compiler names them, and the groups each may be.
     group_types: Arc<HashMap<String, Vec<String>>>,
+    /// The API's base URL, which `fetch` paths are resolved against.
+    base_url: url::Url,
 }
 
 impl TypeCheck {
@@ -266,11 +270,12 @@ impl TypeCheck {
     /// finds, each preloaded with the SDK's declarations; `None`, with one warning saying why,
     /// when the mode is off or no compiler can be had. When the pinned compiler must be
     /// downloaded first, that happens in the background and scripts run unchecked, with a
-    /// note, until it is ready.
+    /// note, until it is ready. `base_url` is the API's, which `fetch` paths resolve against.
     pub async fn start(
         mode: Mode,
         tsc: Option<&Path>,
         sdk: Arc<Sdk>,
+        base_url: url::Url,
         fairness: &crate::fair::Fairness,
     ) -> Option<Self> {
         let compilers = fairness.typecheck_compilers;
@@ -284,6 +289,7 @@ impl TypeCheck {
         }
         let declarations = crate::sdk::declarations(sdk.api());
         let json_types = Arc::new(json_types(&declarations));
+        let scalar_types = Arc::new(scalar_types(&declarations));
         let group_types = Arc::new(crate::sdk::group_types(sdk.api()));
         let checker = Arc::new(OnceLock::new());
         match compiler::locate(tsc) {
@@ -333,7 +339,9 @@ impl TypeCheck {
             checker,
             sdk,
             json_types,
+            scalar_types,
             group_types,
+            base_url,
         })
     }
 
@@ -490,6 +498,7 @@ impl TypeCheck {
         let known = Known {
             document: &document,
             json_types: &self.json_types,
+            scalar_types: &self.scalar_types,
             group_types: &self.group_types,
             sdk: &self.sdk,
         };
@@ -548,21 +557,36 @@ impl TypeCheck {
                 })
             },
         ));
-        // Raw requests to no route of the API: the compiler cannot see those.
-        diagnostics.extend(
-            document
-                .raw_requests
-                .iter()
-                .take(MAX_JUDGED)
-                .filter_map(|request| {
-                    Some(Diagnostic {
-                        code: ROUTE,
-                        message: routes::unknown(request, self.sdk.operations())?,
-                        line: request.line,
-                        character: request.character,
-                    })
-                }),
-        );
+        // Raw requests to no route of the API: the compiler cannot see those. A `fetch` is
+        // judged as the API path it resolves to, when it is one.
+        let fetched = document.fetches.iter().filter_map(|request| {
+            match routes::fetched(request, &self.base_url) {
+                Ok(Some(path)) => Some(Ok(path)),
+                Ok(None) => None,
+                Err(outside) => Some(Err((outside, request))),
+            }
+        });
+        let requests = document
+            .raw_requests
+            .iter()
+            .map(|request| Ok(request.clone()))
+            .chain(fetched)
+            .take(MAX_JUDGED);
+        diagnostics.extend(requests.filter_map(|request| {
+            let (message, at) = match request {
+                Ok(request) => (
+                    routes::unknown(&request, self.sdk.operations())?,
+                    (request.line, request.character),
+                ),
+                Err((outside, request)) => (outside, (request.line, request.character)),
+            };
+            Some(Diagnostic {
+                code: ROUTE,
+                message,
+                line: at.0,
+                character: at.1,
+            })
+        }));
         judge(&known, code, &diagnostics, self.mode)
     }
 }
@@ -572,6 +596,7 @@ impl TypeCheck {
 struct Known<'a> {
     document: &'a Document,
     json_types: &'a HashSet<String>,
+    scalar_types: &'a HashSet<String>,
     group_types: &'a HashMap<String, Vec<String>>,
     sdk: &'a Sdk,
 }
@@ -632,6 +657,22 @@ fn json_types(declarations: &str) -> HashSet<String> {
         .skip_while(|line| !line.starts_with("declare const api"))
         .filter_map(|line| line.strip_prefix("type "))
         .filter_map(|rest| rest.split_once(" = ").map(|(name, _)| name.to_owned()))
+        .collect()
+}
+
+/// The type aliases of [`json_types`] that are scalars: `type status = "open" | "paid"`.
+fn scalar_types(declarations: &str) -> HashSet<String> {
+    declarations
+        .lines()
+        .skip_while(|line| !line.starts_with("declare const api"))
+        .filter_map(|line| line.strip_prefix("type "))
+        .filter_map(|rest| rest.split_once(" = "))
+        .filter(|(_, ty)| {
+            ty.trim_end_matches(';')
+                .split(" | ")
+                .all(|member| matches!(kind_of_literal(member), Some(Some(_)) | Some(None)))
+        })
+        .map(|(name, _)| name.to_owned())
         .collect()
 }
 
@@ -724,23 +765,162 @@ fn doubtful(diagnostic: &Diagnostic, known: &Known<'_>) -> bool {
                     .split_once("index type '")
                     .and_then(|(_, rest)| rest.split_once('\''))
                     .is_some_and(|(ty, _)| {
-                        members(ty).count() == 1 && is_json_type(ty, known, false)
+                        members(ty).count() == 1
+                            && (is_json_type(ty, known, false) || plain_objects(ty))
                     })
         }
         // The value given (not the type it is given to, which names `undefined` for any
         // optional field) may be `undefined`.
-        2322 | 2345 => message
-            .strip_prefix("Type '")
-            .or_else(|| message.strip_prefix("Argument of type '"))
-            .and_then(|rest| rest.split_once("' is not assignable"))
-            .is_some_and(|(given, _)| given.split(" | ").any(|member| member == "undefined")),
+        2322 | 2345
+            if message
+                .strip_prefix("Type '")
+                .or_else(|| message.strip_prefix("Argument of type '"))
+                .and_then(|rest| rest.split_once("' is not assignable"))
+                .is_some_and(|(given, _)| {
+                    given.split(" | ").any(|member| member == "undefined")
+                }) =>
+        {
+            true
+        }
+        // In an SDK call's arguments: a value of another kind than the scalar the SDK takes
+        // (an object where its id goes, a string where a number goes), or a required
+        // property missing from parameters built before the call. The SDK refuses either
+        // at run time, after what the script sent before it.
+        2322 | 2345 | 2739..=2741
+            if known
+                .document
+                .in_sdk_call(diagnostic.line, diagnostic.character) =>
+        {
+            message.lines().any(|line| {
+                other_kind(line, known)
+                    || missing_property(line).is_some_and(|name| {
+                        !known.document.member_assigned.contains(name)
+                            && !known.document.text.contains("Object.assign")
+                    })
+            })
+        }
         _ => false,
     }
 }
 
-/// The members of a type as a message names it, `null` and `undefined` aside.
+/// The kinds of value a type (as a message names it) may be: `None` when it may be anything
+/// (`any`, `unknown`, a type parameter's constraint the message does not show).
+fn kinds(ty: &str, known: &Known<'_>) -> Option<BTreeSet<Kind>> {
+    let ty = ty.trim();
+    if ty.starts_with('{') && ty.trim_end_matches("[]").ends_with('}') || ty.ends_with("[]") {
+        return Some(BTreeSet::from([Kind::Object]));
+    }
+    if ty.contains(['<', '(', '{', '&']) {
+        return None;
+    }
+    let mut kinds = BTreeSet::new();
+    for member in ty.split(" | ") {
+        match kind_of_literal(member) {
+            Some(Some(kind)) => kinds.insert(kind),
+            Some(None) => continue,
+            // A schema parsed from JSON that is an object (not an enum's alias, nor a type
+            // the code declares, whose kind the message does not show).
+            None if known.json_types.contains(member)
+                && !known.scalar_types.contains(member)
+                && !known.document.declared_types.contains(member) =>
+            {
+                kinds.insert(Kind::Object)
+            }
+            None => return None,
+        };
+    }
+    (!kinds.is_empty()).then_some(kinds)
+}
+
+/// The kind a type's member written as a keyword or literal is: `Some(None)` for `null`,
+/// `undefined` and `void`, `None` when it is not one (a name, `any`).
+fn kind_of_literal(member: &str) -> Option<Option<Kind>> {
+    Some(Some(match member.trim() {
+        "null" | "undefined" | "void" => return Some(None),
+        "string" => Kind::String,
+        "number" | "bigint" => Kind::Number,
+        "boolean" | "true" | "false" => Kind::Boolean,
+        member if member.starts_with(['"', '`', '\'']) => Kind::String,
+        member if member.starts_with(|c: char| c.is_ascii_digit() || c == '-') => Kind::Number,
+        _ => return None,
+    }))
+}
+
+/// What a value may be, as far as the SDK's scalars go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    String,
+    Number,
+    Boolean,
+    /// An object or an array.
+    Object,
+}
+
+/// Whether one line of a message says a value given cannot be any kind the scalar it is
+/// given to is: `Type 'Customer' is not assignable to type 'string'`, or `'string'` to
+/// `'number'`; never a widened string given to a union of strings, which is the same kind.
+fn other_kind(line: &str, known: &Known<'_>) -> bool {
+    let Some((given, target)) = line
+        .trim()
+        .strip_prefix("Type '")
+        .and_then(|rest| rest.split_once("' is not assignable to type '"))
+        .and_then(|(given, rest)| Some((given, rest.rsplit_once('\'')?.0)))
+    else {
+        return false;
+    };
+    match (kinds(given, known), kinds(target, known)) {
+        (Some(given), Some(target)) => {
+            !target.contains(&Kind::Object) && given.is_disjoint(&target)
+        }
+        _ => false,
+    }
+}
+
+/// The property a line of a message says is missing and required: `Property 'items' is
+/// missing in type '...' but required in type '...'`.
+fn missing_property(line: &str) -> Option<&str> {
+    let rest = line.trim().strip_prefix("Property '")?;
+    let (name, rest) = rest.split_once('\'')?;
+    (rest.starts_with(" is missing in type") && rest.contains("but required in type"))
+        .then_some(name)
+}
+
+/// Whether every member of a type is an object type written out (`{ total_count: number;
+/// workflows: workflow[]; }`): no array, string or iterable, whoever made it.
+fn plain_objects(ty: &str) -> bool {
+    members(ty).all(|member| member.starts_with("{ ") && member.ends_with('}'))
+}
+
+/// The type an iteration message is about: `Type 'X' must have a '[Symbol.iterator]()'
+/// method`, `Type 'X' is not an array type`.
+fn iterated_type(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("Type '")?;
+    let (ty, after) = rest.split_once("' ")?;
+    (after.starts_with("must have a '[Symbol.iterator]()'")
+        || after.starts_with("is not an array type"))
+    .then_some(ty)
+}
+
+/// The members of a type as a message names it, `null` and `undefined` aside: its parts
+/// between ` | ` outside braces, brackets and parentheses (`{ a?: string | undefined; }` is
+/// one).
 fn members(ty: &str) -> impl Iterator<Item = &str> {
-    ty.split(" | ")
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (at, c) in ty.char_indices() {
+        match c {
+            '{' | '[' | '(' | '<' => depth += 1,
+            '}' | ']' | ')' | '>' => depth -= 1,
+            '|' if depth == 0 && ty[..at].ends_with(' ') && ty[at + 1..].starts_with(' ') => {
+                parts.push(&ty[start..at - 1]);
+                start = at + 2;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&ty[start.min(ty.len())..]);
+    parts
+        .into_iter()
         .filter(|member| !matches!(*member, "null" | "undefined"))
 }
 
@@ -903,6 +1083,17 @@ fn blocks(diagnostic: &Diagnostic, known: &Known<'_>) -> bool {
         }
         2488 | 2495 | 2504 | 2548 | 2549 | 2802
             if diagnostic.message.contains(&format!("'{PAGES}")) =>
+        {
+            true
+        }
+        // A value parsed from JSON that is no array iterated or destructured as one
+        // (`for (const r of list)`, `const [first] = list` on a list object): it throws
+        // whatever the response holds.
+        2488 | 2461 | 2495 | 2548 | 2549
+            if iterated_type(&diagnostic.message).is_some_and(|ty| {
+                members(ty).all(|member| !member.ends_with("[]"))
+                    && (is_json_type(ty, known, false) || plain_objects(ty))
+            }) =>
         {
             true
         }
@@ -1112,6 +1303,7 @@ mod tests {
         let known = Known {
             document: &document,
             json_types: &json_types,
+            scalar_types: &json_types,
             group_types: &group_types,
             sdk: &sdk,
         };

@@ -1,20 +1,33 @@
 //! Raw requests checked against the spec's routes: `api.request("POST", "/v1/refund", ...)`
 //! with a literal method and a literal path (a template's substitution stands for one
 //! segment or more, slashes included: an empty one would leave an empty segment no route
-//! has) reaches no operation whatever the code computes, so it is as certain a mistake as a
+//! has; one made for a segment or naming an id, `${zone_id}`, for exactly one) reaches no
+//! operation whatever the code computes, so it is as certain a mistake as a
 //! misspelled SDK method. The compiler cannot see it (`request` takes any string), so the
 //! check finds such calls in the code and matches them itself. `fetch` is not judged: its
 //! paths are relative to the provider's origin, which the check does not know.
 
 use crate::spec::Operation;
 
-/// One part of a literal path: written text, or a template's substitution (any text).
+/// One part of a literal path: written text, or a template's substitution.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Part {
     /// Text as written.
     Text(String),
     /// `${...}`: any text, slashes included.
     Any,
+    /// `${zone_id}`, `${encodeURIComponent(name)}`: any text without a slash.
+    One,
+}
+
+/// One segment of a written path: its text, or what a substitution in it may stand for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Segment {
+    Text(String),
+    /// Exactly one segment of any text.
+    One,
+    /// One segment or more.
+    Many,
 }
 
 /// An `api.request` call with a literal method and path, and where its path is (0-based line
@@ -47,7 +60,7 @@ pub fn unknown(request: &RawRequest, operations: &[Operation]) -> Option<String>
         .iter()
         .map(|part| match part {
             Part::Text(text) => text.as_str(),
-            Part::Any => "${...}",
+            Part::Any | Part::One => "${...}",
         })
         .collect();
     // The same path under another method (a substitution one segment at least), else the
@@ -77,11 +90,69 @@ pub fn unknown(request: &RawRequest, operations: &[Operation]) -> Option<String>
             false => format!("did you mean {}?", listed.join(", or ")),
         }
     };
+    let stop = if hint.ends_with('?') { "" } else { "." };
     Some(format!(
-        "No operation of the API is {} {written}: {hint}. Use the SDK method search_docs shows, \
-         or its method and path",
+        "No operation of the API is {} {written}: {hint}{stop} Use the SDK method search_docs \
+         shows, or its method and path",
         request.method
     ))
+}
+
+/// A `fetch` call as the API path it requests, for [`unknown`]: `Ok(None)` when it is not
+/// judged (another origin, a host or a leading part the code computes, a path relative to
+/// the page), an error when it resolves on the API's origin but outside its base path
+/// (`fetch("/zones")` under `https://api.cloudflare.com/client/v4` asks for
+/// `https://api.cloudflare.com/zones`).
+pub fn fetched(request: &RawRequest, base: &url::Url) -> Result<Option<RawRequest>, String> {
+    let Some(Part::Text(first)) = request.path.first() else {
+        return Ok(None);
+    };
+    let path_start = if let Some(after) = first
+        .strip_prefix("https://")
+        .or_else(|| first.strip_prefix("http://"))
+    {
+        // The origin must be written out in full and be the API's.
+        let Some(slash) = after.find('/') else {
+            return Ok(None);
+        };
+        let origin = &first[..first.len() - after.len() + slash];
+        match url::Url::parse(origin) {
+            Ok(url) if url.origin() == base.origin() => first.len() - after.len() + slash,
+            _ => return Ok(None),
+        }
+    } else if first.starts_with('/') && !first.starts_with("//") {
+        0
+    } else {
+        return Ok(None);
+    };
+    let mut path = request.path.clone();
+    path[0] = Part::Text(first[path_start..].to_owned());
+    let base_path = base.path().trim_end_matches('/');
+    let Part::Text(written) = &path[0] else {
+        return Ok(None);
+    };
+    let under = written
+        .strip_prefix(base_path)
+        .filter(|rest| rest.is_empty() || rest.starts_with('/'));
+    match under {
+        Some(rest) => {
+            path[0] = Part::Text(rest.to_owned());
+            Ok(Some(RawRequest {
+                method: request.method.clone(),
+                path,
+                line: request.line,
+                character: request.character,
+            }))
+        }
+        // Shorter than the base path, and a substitution follows: it may complete it.
+        None if base_path.starts_with(written.as_str()) && path.len() > 1 => Ok(None),
+        None => Err(format!(
+            "fetch(\"{written}...\") asks for {}{written}, outside the API's base URL {}: fetch              resolves a path from the origin, as a browser does. Write the path under              {base_path}/, or use api.request(\"{}\", path, ...), whose paths start at the base              URL",
+            base.origin().ascii_serialization(),
+            base.as_str().trim_end_matches('/'),
+            request.method
+        )),
+    }
 }
 
 /// Whether a path written with `parts` can reach the operation template `template`
@@ -100,10 +171,15 @@ fn fits(parts: &[Part], template: &str, least: usize) -> bool {
         for j in 0..=m {
             match &written[i] {
                 // At least `least` template segments, from any reached point before.
-                None => {
+                Segment::Many => {
                     reach[i + 1][j] |= j >= least && (0..=j - least).any(|k| reach[i][k]);
                 }
-                Some(got) => {
+                Segment::One => {
+                    if reach[i][j] && j < m {
+                        reach[i + 1][j + 1] = true;
+                    }
+                }
+                Segment::Text(got) => {
                     if reach[i][j] && j < m && crate::sdk::Sdk::segment_fits(template[j], got) {
                         reach[i + 1][j + 1] = true;
                     }
@@ -129,8 +205,8 @@ pub fn operation<'a>(
         op.method.eq_ignore_ascii_case(method)
             && template.len() == written.len()
             && written.iter().zip(&template).all(|(got, want)| match got {
-                None => want.starts_with('{') && want.ends_with('}'),
-                Some(got) => crate::sdk::Sdk::segment_fits(want, got),
+                Segment::One | Segment::Many => want.starts_with('{') && want.ends_with('}'),
+                Segment::Text(got) => crate::sdk::Sdk::segment_fits(want, got),
             })
     });
     let parameters = |op: &Operation| op.path.matches('{').count();
@@ -145,29 +221,37 @@ pub fn operation<'a>(
     best.and_then(|(op, tied)| (!tied).then_some(op))
 }
 
-/// A written path's segments: their text, or `None` for one holding a substitution; empty
-/// segments (leading, trailing or doubled slashes) left out, as no template has them.
-fn segments(parts: &[Part]) -> Vec<Option<String>> {
-    let mut written: Vec<Option<String>> = vec![Some(String::new())];
+/// A written path's segments: their text, or what a substitution in one may stand for (a
+/// segment holding one that may hold slashes is one or more); empty segments (leading,
+/// trailing or doubled slashes) left out, as no template has them.
+fn segments(parts: &[Part]) -> Vec<Segment> {
+    let mut written: Vec<Segment> = vec![Segment::Text(String::new())];
     for part in parts {
         match part {
             Part::Any => {
                 if let Some(last) = written.last_mut() {
-                    *last = None;
+                    *last = Segment::Many;
+                }
+            }
+            Part::One => {
+                if let Some(last @ Segment::Text(_)) = written.last_mut() {
+                    *last = Segment::One;
                 }
             }
             Part::Text(text) => {
                 let mut pieces = text.split('/');
-                if let (Some(first), Some(Some(last))) = (pieces.next(), written.last_mut()) {
+                if let (Some(first), Some(Segment::Text(last))) =
+                    (pieces.next(), written.last_mut())
+                {
                     last.push_str(first);
                 }
-                written.extend(pieces.map(|piece| Some(piece.to_owned())));
+                written.extend(pieces.map(|piece| Segment::Text(piece.to_owned())));
             }
         }
     }
     written
         .into_iter()
-        .filter(|segment| segment.as_deref() != Some(""))
+        .filter(|segment| *segment != Segment::Text(String::new()))
         .collect()
 }
 
@@ -195,6 +279,43 @@ mod tests {
 
     fn text(t: &str) -> Part {
         Part::Text(t.into())
+    }
+
+    #[test]
+    fn a_fetch_is_judged_as_the_api_path_it_resolves_to_on_the_apis_origin_only() {
+        let base = url::Url::parse("https://api.cloudflare.com/client/v4").unwrap();
+        let request = |path: Vec<Part>| RawRequest {
+            method: "GET".into(),
+            path,
+            line: 0,
+            character: 0,
+        };
+        let path_of = |parts: Vec<Part>| fetched(&request(parts), &base).map(|r| r.map(|r| r.path));
+        assert_eq!(
+            path_of(vec![text("/client/v4/zones/"), Part::One]),
+            Ok(Some(vec![text("/zones/"), Part::One]))
+        );
+        assert_eq!(
+            path_of(vec![text(
+                "https://api.cloudflare.com/client/v4/zones?page=2"
+            )]),
+            Ok(Some(vec![text("/zones?page=2")]))
+        );
+        // Another origin, a host the code computes, a path relative to the page: not judged.
+        for parts in [
+            vec![text("https://example.com/client/v4/zones")],
+            vec![text("https://"), Part::Any, text("/zones")],
+            vec![Part::Any, text("/zones")],
+            vec![text("zones")],
+            vec![text("/client/"), Part::Any],
+        ] {
+            assert_eq!(path_of(parts.clone()), Ok(None), "{parts:?}");
+        }
+        let outside = path_of(vec![text("/zones")]).unwrap_err();
+        assert!(
+            outside.contains("asks for https://api.cloudflare.com/zones, outside the API's base URL https://api.cloudflare.com/client/v4"),
+            "{outside}"
+        );
     }
 
     #[test]
@@ -244,5 +365,19 @@ mod tests {
         let cancell = [text("/orders/"), Part::Any, text("/cancell")];
         assert!(fits(&cancell, "/orders/{order_id}", 0));
         assert!(!fits(&cancell, "/orders/{order_id}", 1));
+        // A substitution naming an id is one segment: `/zones/${zone_id}/dns_record` is not
+        // `/zones/{zone_id}/dns_records/{dns_record_id}` with the id spanning two.
+        let singular = [text("/zones/"), Part::Any, text("/dns_record")];
+        let template = "/zones/{zone_id}/dns_records/{dns_record_id}";
+        assert!(fits(&singular, template, 1));
+        let singular = [text("/zones/"), Part::One, text("/dns_record")];
+        assert!(!fits(&singular, template, 1));
+        let record = [text("/zones/"), Part::One, text("/dns_records/"), Part::One];
+        assert!(fits(&record, template, 1));
+        assert!(fits(
+            &[text("/files/"), Part::One, text(".zip")],
+            "/files/{name}.zip",
+            1
+        ));
     }
 }

@@ -108,21 +108,53 @@ async fn the_blind_set_is_stopped_where_types_see_it_and_correct_code_runs() {
 }
 
 /// The second blind set, `tests/eval/typecheck-blind2.json` (issue 35: 164 scripts, every
-/// mistake after a write, Cloudflare under the shipped example's names), scored by class:
-/// how many mistakes are stopped before anything is sent, warned about, or missed, and how
-/// many correct scripts are stopped or warned. Prints the table committed to
-/// docs/BENCHMARKS.md; asserts no correct script is stopped and a floor on the rest.
+/// mistake after a write, Cloudflare under the shipped example's names), scored by class.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_second_blind_set_by_class() {
-    let Some(tsc) = crate::types::tsc() else {
+    let Some(all) = by_class("typecheck-blind2.json", Names::Shipped).await else {
         return;
     };
+    assert!(all[0] >= 80, "{all:?}");
+}
+
+/// The third blind set, `tests/eval/typecheck-blind3.json` (issue 35, item 9: 193 scripts,
+/// 117 mistakes of ten classes each after a write), scored by class. It was written against
+/// the shipped Cloudflare file's group renames, before its operation renames (which make
+/// some of its "mistakes", like `api.cache.purge`, the official names), so it is scored
+/// under those.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_third_blind_set_by_class() {
+    let Some(all) = by_class("typecheck-blind3.json", Names::ShippedGroups).await else {
+        return;
+    };
+    assert!(all[0] >= 110, "{all:?}");
+}
+
+/// `text`'s first `n` characters.
+fn cut(text: &str, n: usize) -> String {
+    text.chars().take(n).collect()
+}
+
+/// The Cloudflare names a blind set is scored under.
+enum Names {
+    /// `examples/cloudflare.toml`'s `[names]`.
+    Shipped,
+    /// Its group renames alone (keys that name a group of the spec).
+    ShippedGroups,
+}
+
+/// Scores the blind set `tests/eval/<file>` by class: how many mistakes are stopped before
+/// anything is sent, warned about, or missed, and how many correct scripts are stopped or
+/// warned. Prints the table committed to docs/BENCHMARKS.md, asserts no correct script is
+/// stopped, and returns the mistakes' [count, stopped, warned] (`None` without the compiler
+/// or the specs).
+async fn by_class(file: &str, names: Names) -> Option<[usize; 3]> {
+    let tsc = crate::types::tsc()?;
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let entries: Vec<Value> = serde_json::from_str(
-        &std::fs::read_to_string(root.join("tests/eval/typecheck-blind2.json")).unwrap(),
-    )
-    .unwrap();
-    let cloudflare_names = || {
+    let entries: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(root.join("tests/eval").join(file)).unwrap())
+            .unwrap();
+    let shipped: BTreeMap<String, String> = {
         let file: toml::Value = toml::from_str(
             &std::fs::read_to_string(root.join("examples/cloudflare.toml")).unwrap(),
         )
@@ -132,7 +164,7 @@ async fn the_second_blind_set_by_class() {
             .unwrap()
             .iter()
             .map(|(from, to)| (from.clone(), to.as_str().unwrap().to_owned()))
-            .collect::<std::collections::BTreeMap<String, String>>()
+            .collect()
     };
     let specs = [
         ("demo", Some(root.join("docs-index/demo/openapi.yaml"))),
@@ -146,10 +178,28 @@ async fn the_second_blind_set_by_class() {
     let mut wrongly_stopped = Vec::new();
     let mut missed = Vec::new();
     for (name, path) in specs {
-        let Some(path) = path else { return };
+        let path = path?;
         let mut spec = sdkbox::spec::load(path.to_str().unwrap()).await.unwrap();
         if name == "cloudflare" {
-            sdkbox::spec::apply_names(&mut spec.api.operations, &cloudflare_names()).unwrap();
+            let groups: std::collections::HashSet<&str> = spec
+                .api
+                .operations
+                .iter()
+                .flat_map(|op| {
+                    op.group
+                        .match_indices('.')
+                        .map(|(at, _)| &op.group[..at])
+                        .chain([op.group.as_str()])
+                })
+                .collect();
+            let chosen: BTreeMap<String, String> = shipped
+                .iter()
+                .filter(|(from, _)| {
+                    matches!(names, Names::Shipped) || groups.contains(from.as_str())
+                })
+                .map(|(from, to)| (from.clone(), to.clone()))
+                .collect();
+            sdkbox::spec::apply_names(&mut spec.api.operations, &chosen).unwrap();
         }
         let sdk = Arc::new(sdkbox::sdk::Sdk::new(Arc::new(spec.api)));
         let check = checker(&tsc, sdk).await;
@@ -172,11 +222,18 @@ async fn the_second_blind_set_by_class() {
             if let (Some("correct"), Verdict::Stop(error)) = (entry["kind"].as_str(), &verdict) {
                 wrongly_stopped.push(format!("{}: {}", entry["id"], error.message));
             }
-            if entry["kind"] != "correct" && !stopped && !warned {
-                missed.push(format!("{} ({})", entry["id"], entry["class"]));
+            if entry["kind"] != "correct"
+                && let Verdict::Run(warnings) = &verdict
+            {
+                let how = match warnings.first() {
+                    Some(warning) => format!("warned: {}", cut(warning, 200)),
+                    None => "missed".to_owned(),
+                };
+                missed.push(format!("{} ({}, {how})", entry["id"], entry["class"]));
             }
         }
     }
+    println!("{file}");
     println!("| class | mistakes | stopped | warned | missed |");
     println!("|---|---:|---:|---:|---:|");
     let mut all = [0usize; 3];
@@ -199,12 +256,13 @@ async fn the_second_blind_set_by_class() {
         "| correct scripts | {} | {} | {} | |",
         correct[0], correct[1], correct[2]
     );
-    println!("missed: {missed:?}");
-    assert!(all[0] >= 80 && correct[0] >= 60, "{all:?} {correct:?}");
+    println!("not stopped: {missed:#?}");
+    assert!(correct[0] >= 60, "{correct:?}");
     assert!(
         wrongly_stopped.is_empty(),
         "correct scripts stopped: {wrongly_stopped:#?}"
     );
+    Some(all)
 }
 
 /// Through the official TypeScript clients (1.x, and 2.x in both eras): mistakes refused
@@ -553,6 +611,85 @@ async fn raw_requests_to_no_route_are_certain() {
     assert_verdicts(&check, &[], &valid).await;
 }
 
+/// Issue 35: in a write's arguments, a value of another kind than the scalar the SDK takes
+/// (the object where its id goes, a string where a number goes) and parameters built before
+/// the call without a required field stop the run; a list object iterated or destructured as
+/// an array is certain; `fetch` is judged as the API path it resolves to; a substitution
+/// naming an id stands for one segment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_of_another_kind_lists_iterated_and_fetched_paths_are_stopped() {
+    let Some(check) = demo_checker().await else {
+        return;
+    };
+    let who = sdkbox::fair::Principal::stdio();
+    let items = "items: [{ product: \"prod_1\", quantity: 1 }]";
+    let stopped = [
+        (
+            format!(
+                "const c = await api.customers.create({{ email: \"a@example.com\" }});\nawait api.orders.create({{ customer: c, {items} }});"
+            ),
+            "Type 'Customer' is not assignable to type 'string'",
+        ),
+        (
+            "const quantity = \"2\";\nawait api.orders.create({ customer: \"cus_1\", items: [{ product: \"prod_1\", quantity }] });".to_owned(),
+            "Type 'string' is not assignable to type 'number'",
+        ),
+        (
+            "const params = { customer: \"cus_1\" };\nawait api.orders.create(params);".to_owned(),
+            "Property 'items' is missing",
+        ),
+        (
+            "const list = await api.orders.list({ status: \"paid\" });\nfor (const o of list) await api.orders.cancel({ order_id: o.id });".to_owned(),
+            "[Symbol.iterator]",
+        ),
+        (
+            "const [first] = await api.customers.list();\nreturn first;".to_owned(),
+            "TS2488",
+        ),
+        (
+            "await api.customers.create({ email: \"a@example.com\" });\nawait fetch(\"/orders\", { method: \"POST\", body: \"{}\" });".to_owned(),
+            "outside the API's base URL http://127.0.0.1:8080/v1",
+        ),
+        (
+            "await fetch(\"/v1/refund\", { method: \"POST\", body: \"{}\" });".to_owned(),
+            "No operation of the API is POST /refund",
+        ),
+        (
+            "await fetch(\"http://127.0.0.1:8080/v1/orderz\");".to_owned(),
+            "No operation of the API is GET /orderz",
+        ),
+        (
+            "const order_id = \"ord_1\";\nawait api.request(\"POST\", `/orders/${order_id}`);".to_owned(),
+            "No operation of the API is POST /orders/${...}",
+        ),
+    ];
+    for (code, said) in &stopped {
+        let Verdict::Stop(error) = check.verdict(code, &who).await else {
+            panic!("not stopped: {code}");
+        };
+        assert!(error.message.contains(said), "{code}: {}", error.message);
+    }
+    let valid = [
+        format!(
+            "const c = await api.customers.create({{ email: \"a@example.com\" }});\nawait api.orders.create({{ customer: c.id, {items} }});"
+        ),
+        // A widened string given to an enum is the same kind: the SDK judges its value.
+        "const reason = [\"duplicate\", \"fraudulent\"][0];\nawait api.refunds.create({ order: \"ord_1\", reason });".to_owned(),
+        format!(
+            "const params = {{ customer: \"cus_1\" }};\nObject.assign(params, {{ {items} }});\nawait api.orders.create(params);"
+        ),
+        "for await (const o of api.paginate(api.orders.list, { status: \"paid\" })) await api.orders.cancel({ order_id: o.id });".to_owned(),
+        "const list = await api.orders.list({ status: \"paid\" });\nfor (const o of list.data) await api.orders.cancel({ order_id: o.id });".to_owned(),
+        "await fetch(\"https://example.com/hook\", { method: \"POST\", body: \"{}\" });".to_owned(),
+        "const url = \"/orders\";\nawait fetch(url, { method: \"POST\" });".to_owned(),
+        "const r = await fetch(\"/v1/orders?status=paid\");\nreturn r.status;".to_owned(),
+        "const id = \"ord_1\";\nawait fetch(`/v1/orders/${id}/cancel`, { method: \"POST\" });".to_owned(),
+        "const path = \"ord_1/cancel\";\nawait api.request(\"POST\", `/orders/${path}`);".to_owned(),
+    ];
+    let valid: Vec<&str> = valid.iter().map(String::as_str).collect();
+    assert_verdicts(&check, &[], &valid).await;
+}
+
 /// Asserts that each of `stopped` is stopped and each of `valid` runs.
 async fn assert_verdicts(check: &TypeCheck, stopped: &[&str], valid: &[&str]) {
     let who = sdkbox::fair::Principal::stdio();
@@ -585,10 +722,13 @@ async fn demo_checker() -> Option<TypeCheck> {
 
 /// The type check in block mode with `tsc`, as a server with many callers starts it.
 async fn checker(tsc: &std::path::Path, sdk: Arc<sdkbox::sdk::Sdk>) -> TypeCheck {
+    // `fetch` paths resolve against the spec's server, as the provider files' base URLs are.
+    let base_url = url::Url::parse(&sdk.api().servers[0]).unwrap();
     TypeCheck::start(
         Mode::Block,
         Some(tsc),
         sdk,
+        base_url,
         &sdkbox::fair::Fairness::default(),
     )
     .await
