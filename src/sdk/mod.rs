@@ -141,6 +141,29 @@ impl Sdk {
         validate::check(value, shape, key).err()
     }
 
+    /// Why the body of `op` refuses the field `key` written in a raw request's body (with
+    /// `value` when that is a literal): a field its object schema does not have and takes no
+    /// others, or a value of the wrong type; `None` when it takes it, or the body is not an
+    /// object the spec closes.
+    pub fn body_refuses(op: &Operation, key: &str, value: Option<&Value>) -> Option<String> {
+        let Shape::Object { fields, additional } = &*op.body.as_ref()?.shape else {
+            return None;
+        };
+        match (fields.iter().find(|f| f.name == key), value) {
+            (Some(field), Some(value)) => validate::check(value, &field.shape, key).err(),
+            (Some(_), None) => None,
+            (None, _) if additional.is_some() => None,
+            (None, _) => {
+                let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
+                Some(format!(
+                    "the body has no field `{key}`{} Its fields: {}",
+                    did_you_mean(key, &names),
+                    names.join(", ")
+                ))
+            }
+        }
+    }
+
     /// Checks a call against the spec and encodes it as a request for egress.
     pub fn prepare(&self, call: &SdkCall) -> Result<ScriptRequest, CallError> {
         let op = self.operation(&call.group, &call.method)?;

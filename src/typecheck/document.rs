@@ -43,6 +43,9 @@ pub struct Document {
     /// `api`: the call's group and method, the key, the value, and where it is (line and
     /// UTF-16 character in the checked text).
     pub fractions: Vec<(String, String, String, f64, u32, u32)>,
+    /// Top-level parameters of SDK calls written from `api` computed with a fraction: the
+    /// call's group and method, the key, and where the value is (line and UTF-16 character).
+    pub computed_fractions: Vec<(String, String, String, u32, u32)>,
     /// SDK calls written from `api` with arguments after the parameters object, which the
     /// run-time SDK refuses (another SDK's positional form, `update(id, { ... })`).
     pub positional: Vec<Positional>,
@@ -97,10 +100,13 @@ fn annotated(text: String, route_type: RouteType<'_>) -> (String, Vec<(u32, u32,
     let Some(parsed) = parse(&text) else {
         return (text, Vec::new());
     };
+    let mut calls = Handed::default();
+    parsed.program_ref().visit_with(&mut calls);
     let mut found = Insertions {
         start: deno_ast::StartSourcePos::START_SOURCE_POS.as_byte_pos().0,
         at: Vec::new(),
         route_type,
+        handed: calls.always(),
     };
     parsed.program_ref().visit_with(&mut found);
     if found.at.is_empty() {
@@ -139,9 +145,12 @@ struct Insertions<'a> {
     start: u32,
     at: Vec<(usize, String)>,
     route_type: RouteType<'a>,
+    /// The code's functions, by name, and the parameters every call of them hands `api`.
+    handed: std::collections::HashMap<String, std::collections::BTreeSet<usize>>,
 }
 
 impl Insertions<'_> {
+    /// Types an untyped parameter named `api`.
     fn pattern(&mut self, pat: &Pat) {
         if let Pat::Ident(binding) = pat
             && binding.id.sym.as_ref() == "api"
@@ -150,6 +159,69 @@ impl Insertions<'_> {
             let at = binding.id.span.hi.0.saturating_sub(self.start) as usize;
             self.at.push((at, TYPED.to_owned()));
         }
+    }
+
+    /// Types the untyped parameters (not named `api`, typed already) of the function `name`
+    /// that every call of it hands `api`: `function purge(cf) { ... }` called `purge(api)`.
+    fn handed_api<'p>(&mut self, name: &str, params: impl Iterator<Item = &'p Pat>) {
+        let Some(indices) = self.handed.get(name).cloned() else {
+            return;
+        };
+        for (index, pat) in params.enumerate() {
+            if let Pat::Ident(binding) = pat
+                && indices.contains(&index)
+                && binding.id.sym.as_ref() != "api"
+                && binding.type_ann.is_none()
+            {
+                let at = binding.id.span.hi.0.saturating_sub(self.start) as usize;
+                self.at.push((at, TYPED.to_owned()));
+            }
+        }
+    }
+}
+
+/// The calls of the code's own functions by name (`purge(api, zone)`), and at which
+/// arguments each hands `api` itself.
+#[derive(Default)]
+struct Handed {
+    calls: std::collections::HashMap<String, Vec<Vec<bool>>>,
+}
+
+impl Handed {
+    /// The parameters every call of a function hands `api` at, by function.
+    fn always(self) -> std::collections::HashMap<String, std::collections::BTreeSet<usize>> {
+        self.calls
+            .into_iter()
+            .map(|(name, calls)| {
+                let longest = calls.iter().map(Vec::len).max().unwrap_or(0);
+                let indices = (0..longest)
+                    .filter(|i| calls.iter().all(|call| call.get(*i) == Some(&true)))
+                    .collect();
+                (name, indices)
+            })
+            .collect()
+    }
+}
+
+impl Visit for Handed {
+    fn visit_call_expr(&mut self, call: &CallExpr) {
+        if let Callee::Expr(callee) = &call.callee
+            && let Expr::Ident(name) = &**callee
+        {
+            let api: Vec<bool> = call
+                .args
+                .iter()
+                .map(|arg| {
+                    arg.spread.is_none()
+                        && matches!(&*arg.expr, Expr::Ident(given) if given.sym.as_ref() == "api")
+                })
+                .collect();
+            self.calls
+                .entry(name.sym.to_string())
+                .or_default()
+                .push(api);
+        }
+        call.visit_children_with(self);
     }
 }
 
@@ -173,6 +245,28 @@ impl Visit for Insertions<'_> {
     fn visit_param(&mut self, param: &deno_ast::swc::ast::Param) {
         self.pattern(&param.pat);
         param.visit_children_with(self);
+    }
+
+    fn visit_fn_decl(&mut self, decl: &deno_ast::swc::ast::FnDecl) {
+        let params = decl.function.params.iter().map(|p| &p.pat);
+        self.handed_api(decl.ident.sym.as_ref(), params);
+        decl.visit_children_with(self);
+    }
+
+    fn visit_var_declarator(&mut self, declarator: &deno_ast::swc::ast::VarDeclarator) {
+        if let Pat::Ident(name) = &declarator.name
+            && let Some(init) = &declarator.init
+        {
+            match &**init {
+                Expr::Arrow(arrow) => self.handed_api(name.id.sym.as_ref(), arrow.params.iter()),
+                Expr::Fn(function) => {
+                    let params = function.function.params.iter().map(|p| &p.pat);
+                    self.handed_api(name.id.sym.as_ref(), params);
+                }
+                _ => {}
+            }
+        }
+        declarator.visit_children_with(self);
     }
 
     fn visit_arrow_expr(&mut self, arrow: &deno_ast::swc::ast::ArrowExpr) {
@@ -232,16 +326,24 @@ impl Document {
                 .map_or(0, |before| before.encode_utf16().count());
             (line as u32, character as u32)
         };
-        let located = |found: Vec<(String, Vec<super::routes::Part>, u32)>| {
+        let located = |found: Vec<Located>| {
             found
                 .into_iter()
-                .map(|(method, path, at)| {
+                .map(|(method, path, at, body)| {
                     let (line, character) = position(at);
+                    let body = body
+                        .into_iter()
+                        .map(|(key, value, at)| {
+                            let (line, character) = position(at);
+                            (key, value, line, character)
+                        })
+                        .collect();
                     super::routes::RawRequest {
                         method,
                         path,
                         line,
                         character,
+                        body,
                     }
                 })
                 .collect::<Vec<_>>()
@@ -254,6 +356,14 @@ impl Document {
             .map(|(group, method, key, value, at)| {
                 let (line, character) = position(at);
                 (group, method, key, value, line, character)
+            })
+            .collect();
+        let computed_fractions = spans
+            .computed_fractions
+            .into_iter()
+            .map(|(group, method, key, at)| {
+                let (line, character) = position(at);
+                (group, method, key, line, character)
             })
             .collect();
         let positional = spans
@@ -275,6 +385,7 @@ impl Document {
             raw_requests,
             fetches,
             fractions,
+            computed_fractions,
             positional,
             first_arguments: spans.first_arguments.into_iter().map(to_range).collect(),
             flow: super::flow::Flow {
@@ -478,9 +589,15 @@ struct Spans {
     responses: std::collections::HashSet<String>,
     /// `api.request` calls with a literal method and path: the method, the path, where the
     /// path starts.
-    raw_requests: Vec<(String, Vec<super::routes::Part>, u32)>,
+    raw_requests: Vec<Located>,
     /// `fetch` calls with a literal method and URL.
-    fetches: Vec<(String, Vec<super::routes::Part>, u32)>,
+    fetches: Vec<Located>,
+    /// Names bound to a number with a fraction, or computed with one (see
+    /// [`Spans::computes_fraction`]).
+    fractional: std::collections::HashSet<String>,
+    /// Top-level parameters of SDK calls written from `api` whose value is computed with a
+    /// fraction: group, method, key, where the value is (parser position).
+    computed_fractions: Vec<(String, String, String, u32)>,
     fractions: Vec<(String, String, String, f64, u32)>,
     /// SDK calls given arguments after the parameters object: group, method, how many
     /// arguments, where the second starts, the call's range.
@@ -499,6 +616,77 @@ struct Spans {
     assigned_names: std::collections::HashSet<String>,
     member_assigned: std::collections::HashSet<String>,
     start: u32,
+}
+
+/// A raw request as the parser found it: method, path parts, where the path starts, and its
+/// body's fields written out (key, literal value, where the key starts), parser positions.
+type Located = (
+    String,
+    Vec<super::routes::Part>,
+    u32,
+    Vec<(String, Option<serde_json::Value>, u32)>,
+);
+
+/// The fields of the `body: { ... }` written out in a raw request's options (`api.request(m,
+/// p, { body: { ... } })`): each key, its value when a literal, where the key starts.
+fn body_fields(call: &CallExpr) -> Vec<(String, Option<serde_json::Value>, u32)> {
+    let Some(Expr::Object(options)) = call.args.get(2).map(|a| &*a.expr) else {
+        return Vec::new();
+    };
+    let body = options.props.iter().rev().find_map(|prop| match prop {
+        PropOrSpread::Prop(prop) => match &**prop {
+            Prop::KeyValue(pair) if prop_key(&pair.key).as_deref() == Some("body") => {
+                Some(&*pair.value)
+            }
+            _ => None,
+        },
+        PropOrSpread::Spread(_) => None,
+    });
+    let Some(Expr::Object(body)) = body else {
+        return Vec::new();
+    };
+    body.props
+        .iter()
+        .filter_map(|prop| match prop {
+            PropOrSpread::Prop(prop) => match &**prop {
+                Prop::KeyValue(pair) => Some((
+                    prop_key(&pair.key)?,
+                    json_literal(&pair.value),
+                    pair.key.span().lo.0,
+                )),
+                Prop::Shorthand(name) => Some((name.sym.to_string(), None, name.span.lo.0)),
+                _ => None,
+            },
+            PropOrSpread::Spread(_) => None,
+        })
+        .collect()
+}
+
+/// A literal string, number, boolean or `null` as JSON.
+fn json_literal(expr: &Expr) -> Option<serde_json::Value> {
+    use deno_ast::swc::ast::Lit;
+    match expr {
+        Expr::Lit(Lit::Str(text)) => Some(text.value.to_string_lossy().into_owned().into()),
+        Expr::Lit(Lit::Num(number)) => serde_json::Number::from_f64(number.value).map(|n| {
+            match number.value.fract() == 0.0 && number.value.abs() < 9e15 {
+                true => serde_json::Value::from(number.value as i64),
+                false => serde_json::Value::Number(n),
+            }
+        }),
+        Expr::Lit(Lit::Bool(flag)) => Some(flag.value.into()),
+        Expr::Lit(Lit::Null(_)) => Some(serde_json::Value::Null),
+        Expr::Tpl(template) if template.exprs.is_empty() => Some(
+            template
+                .quasis
+                .first()?
+                .cooked
+                .as_ref()?
+                .to_string_lossy()
+                .into_owned()
+                .into(),
+        ),
+        _ => None,
+    }
 }
 
 /// Whether `expr` is a member chain rooted at the identifier `api`.
@@ -892,6 +1080,34 @@ fn dotted(member: &MemberExpr) -> Option<String> {
     None
 }
 
+impl Spans {
+    /// Whether `expr` computes a number that may have a fraction: a product with a fraction
+    /// (`amount * 0.15`, `price * rate` where `rate = 1.2`), a quotient (`total / count`), or
+    /// a sum with either; not what `Math.round` and the like made whole.
+    fn computes_fraction(&self, expr: &Expr) -> bool {
+        use deno_ast::swc::ast::BinaryOp;
+        let fractional = |side: &Expr| match side {
+            Expr::Ident(name) => self.fractional.contains(&super::flow::resolved(name)),
+            Expr::Paren(paren) => {
+                self.computes_fraction(&paren.expr) || fraction(&paren.expr).is_some()
+            }
+            other => fraction(other).is_some() || self.computes_fraction(other),
+        };
+        match expr {
+            Expr::Paren(paren) => self.computes_fraction(&paren.expr),
+            Expr::Ident(name) => self.fractional.contains(&super::flow::resolved(name)),
+            Expr::Bin(binary) => match binary.op {
+                BinaryOp::Mul | BinaryOp::Add | BinaryOp::Sub => {
+                    fractional(&binary.left) || fractional(&binary.right)
+                }
+                BinaryOp::Div => true,
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+}
+
 impl Visit for Spans {
     fn visit_ts_interface_decl(&mut self, decl: &deno_ast::swc::ast::TsInterfaceDecl) {
         self.declared_types.insert(decl.id.sym.to_string());
@@ -1045,6 +1261,11 @@ impl Visit for Spans {
             .filter(|init| !matches!(init, Expr::Arrow(_) | Expr::Fn(_) | Expr::Class(_)))
         {
             let from = init.span();
+            if let Pat::Ident(name) = &declarator.name
+                && (self.computes_fraction(init) || fraction(init).is_some())
+            {
+                self.fractional.insert(super::flow::resolved(&name.id));
+            }
             let mut names = Vec::new();
             super::flow::bound_names(&declarator.name, &mut names);
             self.bindings
@@ -1124,7 +1345,8 @@ impl Visit for Spans {
             }
         }
         if let Some((method, parts, path)) = raw_request(call) {
-            self.raw_requests.push((method, parts, path));
+            self.raw_requests
+                .push((method, parts, path, body_fields(call)));
         }
         if let Some((method, parts, url)) = fetch_request(call) {
             if let (Some(first), Some(last)) = (call.args.first(), call.args.last()) {
@@ -1134,7 +1356,7 @@ impl Visit for Spans {
                 };
                 self.sdk_arguments.push((called, range));
             }
-            self.fetches.push((method, parts, url));
+            self.fetches.push((method, parts, url, Vec::new()));
         }
         if let Callee::Expr(callee) = &call.callee
             && let Expr::Member(member) = &**callee
@@ -1168,6 +1390,28 @@ impl Visit for Spans {
                             matches!(later, PropOrSpread::Spread(_)) || k.as_deref() == Some(key)
                         })
                 };
+                // A number computed with a fraction, written here or bound to a name first.
+                if let PropOrSpread::Prop(prop) = prop
+                    && !wrapped
+                {
+                    let computed = match &**prop {
+                        Prop::KeyValue(pair) if self.computes_fraction(&pair.value) => {
+                            prop_key(&pair.key).map(|key| (key, pair.value.span().lo.0))
+                        }
+                        Prop::Shorthand(name)
+                            if self.fractional.contains(&super::flow::resolved(name)) =>
+                        {
+                            Some((name.sym.to_string(), name.span.lo.0))
+                        }
+                        _ => None,
+                    };
+                    if let Some((key, at)) = computed
+                        && !replaced(&key)
+                    {
+                        self.computed_fractions
+                            .push((path.to_owned(), method.to_owned(), key, at));
+                    }
+                }
                 if let PropOrSpread::Prop(prop) = prop
                     && let Prop::KeyValue(pair) = &**prop
                     && let Some(key) = prop_key(&pair.key)

@@ -557,6 +557,29 @@ impl TypeCheck {
                 })
             },
         ));
+        // A number computed with a fraction where the SDK takes an integer: a doubt, which
+        // stops the run in a write's arguments.
+        diagnostics.extend(
+            document
+                .computed_fractions
+                .iter()
+                .take(MAX_JUDGED)
+                .filter_map(|(group, method, key, line, character)| {
+                    let half = serde_json::Value::from(0.5);
+                    self.sdk.refuses_literal(group, method, key, &half)?;
+                    Some(Diagnostic {
+                        code: FRACTION,
+                        message: format!(
+                            "`{key}` is computed with a fraction (a product with one, or a \
+                             quotient) where api.{group}.{method} takes an integer, and the SDK \
+                             refuses a number with a fraction: make it whole (Math.round, \
+                             Math.floor); amounts are in the currency's smallest unit"
+                        ),
+                        line: *line,
+                        character: *character,
+                    })
+                }),
+        );
         // Raw requests to no route of the API: the compiler cannot see those. A `fetch` is
         // judged as the API path it resolves to, when it is one.
         let fetched = document.fetches.iter().filter_map(|request| {
@@ -572,20 +595,27 @@ impl TypeCheck {
             .map(|request| Ok(request.clone()))
             .chain(fetched)
             .take(MAX_JUDGED);
-        diagnostics.extend(requests.filter_map(|request| {
-            let (message, at) = match request {
-                Ok(request) => (
-                    routes::unknown(&request, self.sdk.operations())?,
-                    (request.line, request.character),
-                ),
-                Err((outside, request)) => (outside, (request.line, request.character)),
+        diagnostics.extend(requests.flat_map(|request| {
+            let found: Vec<(String, u32, u32)> = match request {
+                // A route it surely calls: the fields written in its body, as for SDK calls.
+                Ok(request) => match routes::unknown(&request, self.sdk.operations()) {
+                    Some(unknown) => vec![(unknown, request.line, request.character)],
+                    None => {
+                        routes::operation(&request.method, &request.path, self.sdk.operations())
+                            .map(|op| routes::refused_body(&request, op))
+                            .unwrap_or_default()
+                    }
+                },
+                Err((outside, request)) => vec![(outside, request.line, request.character)],
             };
-            Some(Diagnostic {
-                code: ROUTE,
-                message,
-                line: at.0,
-                character: at.1,
-            })
+            found
+                .into_iter()
+                .map(|(message, line, character)| Diagnostic {
+                    code: ROUTE,
+                    message,
+                    line,
+                    character,
+                })
         }));
         judge(&known, code, &diagnostics, self.mode)
     }
@@ -748,6 +778,7 @@ fn is_json_type(ty: &str, known: &Known<'_>, on_response: bool) -> bool {
 fn doubtful(diagnostic: &Diagnostic, known: &Known<'_>) -> bool {
     let message = &diagnostic.message;
     match diagnostic.code {
+        FRACTION => true,
         2339 | 2551 => {
             !known
                 .document
@@ -869,9 +900,27 @@ fn other_kind(line: &str, known: &Known<'_>) -> bool {
         return false;
     };
     match (kinds(given, known), kinds(target, known)) {
-        (Some(given), Some(target)) => {
-            !target.contains(&Kind::Object) && given.is_disjoint(&target)
+        (Some(given_kinds), Some(target_kinds)) => {
+            !target_kinds.contains(&Kind::Object)
+                && (given_kinds.is_disjoint(&target_kinds) || other_literal(given, target))
         }
+        _ => false,
+    }
+}
+
+/// Whether a union of string literals the code may give has one that a union of string
+/// literals it is given to lacks (`"fraud"` for `"duplicate" | "fraudulent"`): the value is
+/// one the code wrote, and the SDK refuses it.
+fn other_literal(given: &str, target: &str) -> bool {
+    let literals = |ty: &str| -> Option<Vec<String>> {
+        members(ty)
+            .map(|member| {
+                (member.starts_with('"') && member.ends_with('"')).then(|| member.to_owned())
+            })
+            .collect()
+    };
+    match (literals(given), literals(target)) {
+        (Some(given), Some(target)) => given.iter().any(|literal| !target.contains(literal)),
         _ => false,
     }
 }
@@ -1036,6 +1085,10 @@ const MAX_JUDGED: usize = 32;
 /// or a literal the SDK refuses whatever else its call holds.
 const ROUTE: u32 = 0;
 
+/// The code of a doubt the check finds itself: a number computed with a fraction where the
+/// SDK takes an integer.
+const FRACTION: u32 = 1;
+
 /// Whether a diagnostic is certain enough to stop a run: only what the runtime SDK would
 /// refuse too, whatever the values the code computes. Grammar the sandbox's parser accepts is
 /// never a reason.
@@ -1068,6 +1121,16 @@ fn blocks(diagnostic: &Diagnostic, known: &Known<'_>) -> bool {
                 && type_in(&diagnostic.message).is_some_and(|ty| {
                     is_json_type(ty, known, document.at_called_on_response(line, character))
                 }) =>
+        {
+            true
+        }
+        // `.length` read on a value parsed from JSON that is an object, not an array (a list
+        // object): it is never there, whatever the response holds.
+        2339 if property_in(&diagnostic.message) == Some("length")
+            && !document.assigned_names.contains("length")
+            && type_in(&diagnostic.message).is_some_and(|ty| {
+                members(ty).count() == 1 && !ty.ends_with("[]") && is_json_type(ty, known, false)
+            }) =>
         {
             true
         }
@@ -1190,11 +1253,11 @@ fn judge(known: &Known<'_>, code: &str, diagnostics: &[Diagnostic], mode: Mode) 
         let mut message = shortened(&d.message.replace('\n', " "));
         if let Some(write) = write {
             message.push_str(&format!(
-                " (this value flows into {write}, a write, which would send it as it is)"
+                " (this value flows into {write}, a write, which would send it as it is or fail after what the script sent before it)"
             ));
         }
         let code = match d.code {
-            ROUTE => "sdkbox".to_owned(),
+            ROUTE | FRACTION => "sdkbox".to_owned(),
             code => format!("TS{code}"),
         };
         match place(d) {

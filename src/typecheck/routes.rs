@@ -32,7 +32,7 @@ enum Segment {
 
 /// An `api.request` call with a literal method and path, and where its path is (0-based line
 /// and UTF-16 character in the checked text).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RawRequest {
     /// The method, upper case.
     pub method: String,
@@ -42,6 +42,32 @@ pub struct RawRequest {
     pub line: u32,
     /// Where the path argument starts.
     pub character: u32,
+    /// The fields of a `body: { ... }` written out in its options: each key, its value when
+    /// it is a literal, and where the key is (line and UTF-16 character).
+    pub body: Vec<(String, Option<serde_json::Value>, u32, u32)>,
+}
+
+/// Why the operation `op` refuses the fields of a raw request's body written out, each with
+/// where it is: a field its closed body schema has not, or a literal of the wrong type (at
+/// most a few, as the other judged literals).
+pub fn refused_body(request: &RawRequest, op: &Operation) -> Vec<(String, u32, u32)> {
+    request
+        .body
+        .iter()
+        .filter_map(|(key, value, line, character)| {
+            let refused = crate::sdk::Sdk::body_refuses(op, key, value.as_ref())?;
+            Some((
+                format!(
+                    "api.request(\"{}\", \"{}\"): {refused} (the body of api.{}.{}; the SDK method \
+                     checks all of it for you)",
+                    request.method, op.path, op.group, op.name
+                ),
+                *line,
+                *character,
+            ))
+        })
+        .take(8)
+        .collect()
 }
 
 /// Why `request` reaches no operation of `operations`, with the nearest ones, or `None` when
@@ -142,6 +168,7 @@ pub fn fetched(request: &RawRequest, base: &url::Url) -> Result<Option<RawReques
                 path,
                 line: request.line,
                 character: request.character,
+                body: Vec::new(),
             }))
         }
         // Shorter than the base path, and a substitution follows: it may complete it.
@@ -287,8 +314,7 @@ mod tests {
         let request = |path: Vec<Part>| RawRequest {
             method: "GET".into(),
             path,
-            line: 0,
-            character: 0,
+            ..RawRequest::default()
         };
         let path_of = |parts: Vec<Part>| fetched(&request(parts), &base).map(|r| r.map(|r| r.path));
         assert_eq!(

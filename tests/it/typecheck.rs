@@ -612,10 +612,12 @@ async fn raw_requests_to_no_route_are_certain() {
 }
 
 /// Issue 35: in a write's arguments, a value of another kind than the scalar the SDK takes
-/// (the object where its id goes, a string where a number goes) and parameters built before
-/// the call without a required field stop the run; a list object iterated or destructured as
-/// an array is certain; `fetch` is judged as the API path it resolves to; a substitution
-/// naming an id stands for one segment.
+/// (the object where its id goes, a string where a number goes), an enum value the code may
+/// give that the SDK lacks, a number computed with a fraction where it takes an integer, and
+/// parameters built before the call without a required field stop the run; a list object
+/// iterated, destructured or measured as an array is certain; a helper's parameter every call
+/// hands `api` is the SDK; `fetch` is judged as the API path it resolves to, a raw request's
+/// body written out as the operation's; a substitution naming an id stands for one segment.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn values_of_another_kind_lists_iterated_and_fetched_paths_are_stopped() {
     let Some(check) = demo_checker().await else {
@@ -662,6 +664,34 @@ async fn values_of_another_kind_lists_iterated_and_fetched_paths_are_stopped() {
             "const order_id = \"ord_1\";\nawait api.request(\"POST\", `/orders/${order_id}`);".to_owned(),
             "No operation of the API is POST /orders/${...}",
         ),
+        (
+            "const reason = Math.random() > 0.5 ? \"fraud\" : \"duplicate\";\nawait api.refunds.create({ order: \"ord_1\", reason });".to_owned(),
+            "flows into api.refunds.create",
+        ),
+        (
+            "const list = await api.orders.list();\nif (list.length === 0) await api.customers.create({ email: \"a@example.com\" });".to_owned(),
+            "Property 'length' does not exist on type 'OrderList'",
+        ),
+        (
+            "async function cancel(client, id) {\n  return client.orders.cancell({ order_id: id });\n}\nawait api.customers.create({ email: \"a@example.com\" });\nawait cancel(api, \"ord_1\");".to_owned(),
+            "Property 'cancell' does not exist",
+        ),
+        (
+            "await api.request(\"POST\", \"/refunds\", { body: { order: \"ord_1\", amount_cents: 100 } });".to_owned(),
+            "the body has no field `amount_cents`",
+        ),
+        (
+            "await api.request(\"POST\", \"/refunds\", { body: { order: \"ord_1\", amount: 10.5 } });".to_owned(),
+            "`amount`",
+        ),
+        (
+            "const o = await api.orders.get({ order_id: \"ord_1\" });\nawait api.refunds.create({ order: o.id, amount: o.amount * 0.15 });".to_owned(),
+            "`amount` is computed with a fraction",
+        ),
+        (
+            "const o = await api.orders.get({ order_id: \"ord_1\" });\nconst part = o.amount / 3;\nawait api.refunds.create({ order: o.id, amount: part });".to_owned(),
+            "`amount` is computed with a fraction",
+        ),
     ];
     for (code, said) in &stopped {
         let Verdict::Stop(error) = check.verdict(code, &who).await else {
@@ -685,6 +715,12 @@ async fn values_of_another_kind_lists_iterated_and_fetched_paths_are_stopped() {
         "const r = await fetch(\"/v1/orders?status=paid\");\nreturn r.status;".to_owned(),
         "const id = \"ord_1\";\nawait fetch(`/v1/orders/${id}/cancel`, { method: \"POST\" });".to_owned(),
         "const path = \"ord_1/cancel\";\nawait api.request(\"POST\", `/orders/${path}`);".to_owned(),
+        "const reason = Math.random() > 0.5 ? \"fraudulent\" : \"duplicate\";\nawait api.refunds.create({ order: \"ord_1\", reason });".to_owned(),
+        "const list = await api.orders.list();\nif (list.data.length === 0) await api.customers.create({ email: \"a@example.com\" });".to_owned(),
+        "async function cancel(client, id) {\n  return client.orders.cancel({ order_id: id });\n}\nfunction label(x) {\n  return x.name;\n}\nlabel({ name: \"a\" });\nawait cancel(api, \"ord_1\");".to_owned(),
+        "await api.request(\"POST\", \"/refunds\", { body: { order: \"ord_1\", amount: 100 } });".to_owned(),
+        "const o = await api.orders.get({ order_id: \"ord_1\" });\nawait api.refunds.create({ order: o.id, amount: Math.round(o.amount * 0.15) });".to_owned(),
+        "const o = await api.orders.get({ order_id: \"ord_1\" });\nconst part = Math.floor(o.amount / 3);\nawait api.refunds.create({ order: o.id, amount: part });".to_owned(),
     ];
     let valid: Vec<&str> = valid.iter().map(String::as_str).collect();
     assert_verdicts(&check, &[], &valid).await;
