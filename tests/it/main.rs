@@ -18,6 +18,7 @@ mod conformance;
 mod demo;
 mod deploy;
 mod egress;
+mod examples;
 mod fairness;
 mod frameworks;
 mod golden;

@@ -746,7 +746,7 @@ async fn assert_verdicts(check: &TypeCheck, stopped: &[&str], valid: &[&str]) {
 }
 
 /// The type check of the demo's SDK, if the compiler is installed.
-async fn demo_checker() -> Option<TypeCheck> {
+pub async fn demo_checker() -> Option<TypeCheck> {
     let tsc = crate::types::tsc()?;
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let spec = sdkbox::spec::load(root.join("docs-index/demo/openapi.yaml").to_str().unwrap())
@@ -757,7 +757,7 @@ async fn demo_checker() -> Option<TypeCheck> {
 }
 
 /// The type check in block mode with `tsc`, as a server with many callers starts it.
-async fn checker(tsc: &std::path::Path, sdk: Arc<sdkbox::sdk::Sdk>) -> TypeCheck {
+pub async fn checker(tsc: &std::path::Path, sdk: Arc<sdkbox::sdk::Sdk>) -> TypeCheck {
     // `fetch` paths resolve against the spec's server, as the provider files' base URLs are.
     let base_url = url::Url::parse(&sdk.api().servers[0]).unwrap();
     TypeCheck::start(
