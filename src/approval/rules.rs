@@ -98,8 +98,14 @@ impl Rules {
             .iter()
             .map(|op| format!("{}.{}", op.group, op.name))
             .collect();
+        // A rule may name an operation by a name `[names]` renamed away (`subscriptions.del`
+        // for `subscriptions.cancel`): it still holds, so that renaming never loosens a rule.
+        let every_name = |index: usize| {
+            std::iter::once(names[index].as_str())
+                .chain(operations[index].former.iter().map(String::as_str))
+        };
         for pattern in file.operations.keys() {
-            if !names.iter().any(|name| glob(pattern, name)) {
+            if !(0..operations.len()).any(|i| every_name(i).any(|name| glob(pattern, name))) {
                 let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
                 return Err(format!(
                     "[policy.operations] \"{pattern}\" names no operation of the spec{} \
@@ -109,11 +115,21 @@ impl Rules {
             }
         }
         let mut of = Vec::with_capacity(operations.len());
-        for (op, name) in operations.iter().zip(&names) {
+        for (index, (op, name)) in operations.iter().zip(&names).enumerate() {
             let write = crate::egress::is_write(&op.method);
+            // A rule naming it exactly (its own name first), else the strictest glob any of
+            // its names matches.
+            let named = every_name(index)
+                .find_map(|name| file.operations.get_key_value(name))
+                .map(|(pattern, rule)| (pattern.as_str(), *rule))
+                .or_else(|| {
+                    every_name(index)
+                        .filter_map(|name| best_rule(&file.operations, name))
+                        .max_by_key(|(_, rule)| *rule)
+                });
             let rule = if overrides.read_only && write {
                 (Rule::Deny, "--read-only".to_owned())
-            } else if let Some((pattern, rule)) = best_rule(&file.operations, name) {
+            } else if let Some((pattern, rule)) = named {
                 (rule, format!("[policy.operations] \"{pattern}\""))
             } else if let Some(text) = &op.policy {
                 let rule = text.parse::<Rule>().map_err(|e| {
@@ -552,6 +568,31 @@ mod tests {
         assert!(glob("c*s.l*t", "customers.list"));
         assert!(!glob("refunds.*", "customers.create"));
         assert!(!glob("a*a", "a"));
+    }
+
+    #[test]
+    fn a_rule_naming_an_operation_by_a_name_renamed_away_still_holds() {
+        let renamed = || {
+            let mut spec = crate::spec::parse("demo", crate::demo::SPEC).unwrap();
+            let names = [("customers.delete", "customers.remove")]
+                .map(|(a, b)| (a.to_owned(), b.to_owned()))
+                .into();
+            crate::spec::apply_names(&mut spec.api.operations, &names).unwrap();
+            Arc::new(spec.api)
+        };
+        let build = |file: &str| {
+            let file: PolicyFile = toml::from_str(file).unwrap();
+            let base = Url::parse("http://127.0.0.1:9/v1").unwrap();
+            Rules::build(Some(renamed()), base, &file, PolicyOverrides::default()).unwrap()
+        };
+        let delete = |rules: &Rules| rules.classify("DELETE", &url("/customers/cus_1")).rule;
+        let file = "writes = \"allow\"\n[operations]\n\"*.delete\" = \"deny\"";
+        assert_eq!(delete(&build(file)), Rule::Deny);
+        let file = "writes = \"allow\"\n[operations]\n\"customers.delete\" = \"deny\"";
+        assert_eq!(delete(&build(file)), Rule::Deny);
+        // A rule naming it exactly by its own name wins over a glob its former name matches.
+        let file = "[operations]\n\"*.delete\" = \"deny\"\n\"customers.remove\" = \"allow\"";
+        assert_eq!(delete(&build(file)), Rule::Allow);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 mod declarations;
 mod encode;
 mod names;
+mod suggest;
 mod typescript;
 mod validate;
 
@@ -82,6 +83,8 @@ pub struct CallError(pub String);
 pub struct Sdk {
     api: Arc<Api>,
     names: names::Names,
+    /// What each operation is about, for suggestions ranked by meaning.
+    described: Arc<Vec<suggest::Described>>,
 }
 
 impl Sdk {
@@ -98,7 +101,28 @@ impl Sdk {
                 .enumerate()
                 .flat_map(|(index, op)| op.former.iter().map(move |name| (name.clone(), index))),
         );
-        Self { api, names }
+        let described: Arc<Vec<suggest::Described>> =
+            Arc::new(api.operations.iter().map(suggest::Described::of).collect());
+        let (operations, about) = (api.clone(), described.clone());
+        names.suggest_with(Box::new(move |asked| {
+            suggest::said(&suggest::ranked(asked, &operations.operations, &about))
+        }));
+        Self {
+            api,
+            names,
+            described,
+        }
+    }
+
+    /// What a name that reaches nothing (`pullRequests.list`, after `api.`) may have meant,
+    /// ranked by meaning before spelling: `; did you mean api.pulls.list (GET ...: List pull
+    /// requests)?`, or `.` when nothing comes near.
+    pub fn suggestion(&self, asked: &str) -> String {
+        suggest::said(&suggest::ranked(
+            asked,
+            &self.api.operations,
+            &self.described,
+        ))
     }
 
     /// The API this SDK calls.

@@ -44,10 +44,16 @@ pub(super) struct Names {
     http_methods: Vec<String>,
     /// Operations the provider file renamed, by their spec's `group.method`.
     former: HashMap<String, usize>,
+    /// What to suggest for a `group.method` that reaches nothing (`; did you mean ...?`, or
+    /// `.`), when something better than spelling is set (see [`Names::suggest_with`]).
+    suggest: Option<Suggest>,
     /// The longest name a lookup takes: twice the longest `group.method` there is, and some
     /// room. Anything longer is refused before any lookup, whose work grows with the name.
     longest: usize,
 }
+
+/// Words that suggest what a `group.method` that reaches nothing may have meant.
+pub(super) type Suggest = Box<dyn Fn(&str) -> String + Send + Sync>;
 
 /// Characters of a refused name repeated in its error.
 const NAME_SHOWN: usize = 60;
@@ -88,7 +94,22 @@ impl Names {
             groups,
             http_methods,
             former: HashMap::new(),
+            suggest: None,
             longest: 2 * longest + 16,
+        }
+    }
+
+    /// Suggests with `suggest` for a name that reaches nothing, not by spelling alone.
+    pub(super) fn suggest_with(&mut self, suggest: Suggest) {
+        self.suggest = Some(suggest);
+    }
+
+    /// What to say after a name that reaches nothing: `suggest`'s words for it, else the
+    /// nearest of `candidates` by spelling.
+    fn hint(&self, asked: &str, given: &str, candidates: &[&str]) -> String {
+        match &self.suggest {
+            Some(suggest) => suggest(asked),
+            None => did_you_mean(given, candidates),
         }
     }
 
@@ -246,7 +267,7 @@ impl Names {
             .collect();
         let mut message = format!(
             "no method `api.{group}.{method}`{} Methods of api.{group_name}: {}",
-            did_you_mean(method, &names),
+            self.hint(&called, method, &names),
             names.join(", ")
         );
         if !nested.is_empty() {
@@ -278,7 +299,7 @@ impl Names {
         };
         CallError(format!(
             "no group `api.{group}`{} Search the docs for the operation you need; groups include {}",
-            did_you_mean(group, &all),
+            self.hint(group, group, &all),
             listed
                 .iter()
                 .take(20)

@@ -31,6 +31,8 @@ pub struct Document {
     literal_values: Vec<(usize, usize)>,
     /// Property names that are called (`list.filter` in `list.filter(...)`), anywhere.
     called: Vec<(usize, usize)>,
+    /// What an SDK call returned, indexed (`runs[0]`).
+    indexed_responses: Vec<(usize, usize)>,
     /// Those of them called on what an SDK call returned (`runs.filter(...)` after
     /// `const runs = await api.actions.listRuns(...)`, or on `(await api...)` itself).
     called_on_responses: Vec<(usize, usize)>,
@@ -230,7 +232,7 @@ impl Visit for Insertions<'_> {
         // Typed by a type argument after `api.request` (nothing is wrapped, so no line of the
         // code is joined to the one before), unless the code gives one, or options whose
         // headers may ask for another representation (a diff, raw bytes).
-        if let Some((method, parts, _)) = raw_request(call)
+        if let Some((method, parts, _)) = raw_request(call, &|_| None)
             && call.type_args.is_none()
             && plain_options(&call.args[2..])
             && let Callee::Expr(callee) = &call.callee
@@ -426,6 +428,7 @@ impl Document {
                 .into_iter()
                 .map(to_range)
                 .collect(),
+            indexed_responses: spans.indexed_responses.into_iter().map(to_range).collect(),
             line_starts,
             text,
             offset,
@@ -469,6 +472,11 @@ impl Document {
             .filter(|(lo, hi, _)| (*lo..*hi).contains(&at))
             .max_by_key(|(lo, hi, _)| hi - lo)
             .map(|(_, _, name)| name.as_deref())
+    }
+
+    /// Whether a position is in what an SDK call returned, indexed (`runs[0]`).
+    pub fn in_indexed_response(&self, line: u32, character: u32) -> bool {
+        self.within(&self.indexed_responses, line, character)
     }
 
     /// Whether a position is in an SDK call (its arguments included).
@@ -592,6 +600,10 @@ struct Spans {
     raw_requests: Vec<Located>,
     /// `fetch` calls with a literal method and URL.
     fetches: Vec<Located>,
+    /// What an SDK call returned, indexed (`runs[0]`, `(await api.x.list())[0]`).
+    indexed_responses: Vec<(u32, u32)>,
+    /// Names a `const` binds to a literal string, and the string.
+    constants: std::collections::HashMap<String, String>,
     /// Names bound to a number with a fraction, or computed with one (see
     /// [`Spans::computes_fraction`]).
     fractional: std::collections::HashSet<String>,
@@ -901,8 +913,8 @@ fn literal_text(expr: &Expr) -> Option<String> {
 
 /// A path written as a string literal or a template (its substitutions any text), its query
 /// cut off; `None` for anything else, or a path that may not be relative to the API's base.
-fn path_parts(expr: &Expr) -> Option<Vec<super::routes::Part>> {
-    let cut = url_parts(expr)?;
+fn path_parts(expr: &Expr, constant: Constant<'_>) -> Option<Vec<super::routes::Part>> {
+    let cut = url_parts(expr, constant)?;
     // Only a path from the API's root: an absolute URL, or a path not starting at `/` from a
     // substitution, is not judged here.
     match cut.first() {
@@ -916,7 +928,7 @@ fn path_parts(expr: &Expr) -> Option<Vec<super::routes::Part>> {
 }
 
 /// A literal or template URL's parts, cut where a written query or fragment begins.
-fn url_parts(expr: &Expr) -> Option<Vec<super::routes::Part>> {
+fn url_parts(expr: &Expr, constant: Constant<'_>) -> Option<Vec<super::routes::Part>> {
     use super::routes::Part;
     let mut parts = Vec::new();
     match expr {
@@ -925,9 +937,14 @@ fn url_parts(expr: &Expr) -> Option<Vec<super::routes::Part>> {
                 let text = quasi.cooked.as_ref()?.to_string_lossy().into_owned();
                 parts.push(Part::Text(text));
                 if let Some(substituted) = template.exprs.get(n) {
-                    parts.push(match one_segment(substituted) {
-                        true => Part::One,
-                        false => Part::Any,
+                    let known = match &**substituted {
+                        Expr::Ident(name) => constant(name),
+                        _ => None,
+                    };
+                    parts.push(match (known, one_segment(substituted)) {
+                        (Some(text), _) => Part::Text(text),
+                        (None, true) => Part::One,
+                        (None, false) => Part::Any,
                     });
                 }
             }
@@ -949,13 +966,24 @@ fn url_parts(expr: &Expr) -> Option<Vec<super::routes::Part>> {
             substituted => cut.push(substituted),
         }
     }
-    Some(cut)
+    // Texts side by side (a constant substituted between two) are one.
+    let mut merged: Vec<Part> = Vec::with_capacity(cut.len());
+    for part in cut {
+        match (merged.last_mut(), part) {
+            (Some(Part::Text(last)), Part::Text(text)) => last.push_str(&text),
+            (_, part) => merged.push(part),
+        }
+    }
+    Some(merged)
 }
 
 /// A `fetch(url, init)` call with a literal URL and method (`GET` when `init` names none): the
 /// method, the URL's parts and where the URL starts (parser position). Not when `init` is not
 /// an object written out, or may set its method otherwise (a spread, a computed method).
-fn fetch_request(call: &CallExpr) -> Option<(String, Vec<super::routes::Part>, u32)> {
+fn fetch_request(
+    call: &CallExpr,
+    constant: Constant<'_>,
+) -> Option<(String, Vec<super::routes::Part>, u32)> {
     let Callee::Expr(callee) = &call.callee else {
         return None;
     };
@@ -987,7 +1015,7 @@ fn fetch_request(call: &CallExpr) -> Option<(String, Vec<super::routes::Part>, u
     };
     Some((
         method.to_ascii_uppercase(),
-        url_parts(&url.expr)?,
+        url_parts(&url.expr, constant)?,
         url.expr.span().lo.0,
     ))
 }
@@ -1039,9 +1067,16 @@ fn plain_options(rest: &[deno_ast::swc::ast::ExprOrSpread]) -> bool {
     }
 }
 
+/// The text of a name bound once to a literal string (`const BASE = "https://..."`), which a
+/// template written with it (`${BASE}/zones`) holds; `None` for any other.
+type Constant<'a> = &'a dyn Fn(&deno_ast::swc::ast::Ident) -> Option<String>;
+
 /// An `api.request` call with a literal method and path: the method (upper case), the path's
 /// parts, and where the path starts (parser position).
-fn raw_request(call: &CallExpr) -> Option<(String, Vec<super::routes::Part>, u32)> {
+fn raw_request(
+    call: &CallExpr,
+    constant: Constant<'_>,
+) -> Option<(String, Vec<super::routes::Part>, u32)> {
     let Callee::Expr(callee) = &call.callee else {
         return None;
     };
@@ -1055,7 +1090,11 @@ fn raw_request(call: &CallExpr) -> Option<(String, Vec<super::routes::Part>, u32
         return None;
     }
     let method = literal_text(&method.expr)?.to_ascii_uppercase();
-    Some((method, path_parts(&path.expr)?, path.expr.span().lo.0))
+    Some((
+        method,
+        path_parts(&path.expr, constant)?,
+        path.expr.span().lo.0,
+    ))
 }
 
 /// `api.orders.retrieve` for a chain of plain names, else `None`.
@@ -1109,6 +1148,19 @@ impl Spans {
 }
 
 impl Visit for Spans {
+    fn visit_var_decl(&mut self, decl: &deno_ast::swc::ast::VarDecl) {
+        if decl.kind == deno_ast::swc::ast::VarDeclKind::Const {
+            for declarator in &decl.decls {
+                if let Pat::Ident(name) = &declarator.name
+                    && let Some(text) = declarator.init.as_deref().and_then(literal_text)
+                {
+                    self.constants.insert(super::flow::resolved(&name.id), text);
+                }
+            }
+        }
+        decl.visit_children_with(self);
+    }
+
     fn visit_ts_interface_decl(&mut self, decl: &deno_ast::swc::ast::TsInterfaceDecl) {
         self.declared_types.insert(decl.id.sym.to_string());
         decl.visit_children_with(self);
@@ -1302,6 +1354,10 @@ impl Visit for Spans {
             self.names
                 .push((member.span.lo.0, member.span.hi.0, dotted(member)));
         }
+        if matches!(member.prop, MemberProp::Computed(_)) && self.is_response(&member.obj) {
+            self.indexed_responses
+                .push((member.span.lo.0, member.span.hi.0));
+        }
         member.visit_children_with(self);
     }
 
@@ -1344,11 +1400,17 @@ impl Visit for Spans {
                 self.sdk_arguments.push((called, range));
             }
         }
-        if let Some((method, parts, path)) = raw_request(call) {
+        let constants = std::mem::take(&mut self.constants);
+        let constant =
+            |name: &deno_ast::swc::ast::Ident| constants.get(&super::flow::resolved(name)).cloned();
+        let raw = raw_request(call, &constant);
+        let fetched = fetch_request(call, &constant);
+        self.constants = constants;
+        if let Some((method, parts, path)) = raw {
             self.raw_requests
                 .push((method, parts, path, body_fields(call)));
         }
-        if let Some((method, parts, url)) = fetch_request(call) {
+        if let Some((method, parts, url)) = fetched {
             if let (Some(first), Some(last)) = (call.args.first(), call.args.last()) {
                 let range = (first.expr.span().lo.0, last.expr.span().hi.0);
                 let called = super::flow::Called::Raw {

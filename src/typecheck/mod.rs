@@ -259,6 +259,8 @@ pub struct TypeCheck {
     json_types: Arc<HashSet<String>>,
     /// Those of them that are a string, number or boolean (an enum's literals).
     scalar_types: Arc<HashSet<String>>,
+    /// Those of them that are an array (GitHub's `content_directory`).
+    array_types: Arc<HashSet<String>>,
     /// The SDK's group types as the compiler names them, and the groups each may be.
     group_types: Arc<HashMap<String, Vec<String>>>,
     /// The API's base URL, which `fetch` paths are resolved against.
@@ -289,7 +291,13 @@ impl TypeCheck {
         }
         let declarations = crate::sdk::declarations(sdk.api());
         let json_types = Arc::new(json_types(&declarations));
-        let scalar_types = Arc::new(scalar_types(&declarations));
+        let scalar_types = Arc::new(aliases_where(&declarations, |ty| {
+            ty.split(" | ")
+                .all(|member| kind_of_literal(member).is_some())
+        }));
+        let array_types = Arc::new(aliases_where(&declarations, |ty| {
+            ty.ends_with("[]") || ty.starts_with("Array<") || ty.starts_with("readonly ")
+        }));
         let group_types = Arc::new(crate::sdk::group_types(sdk.api()));
         let checker = Arc::new(OnceLock::new());
         match compiler::locate(tsc) {
@@ -340,6 +348,7 @@ impl TypeCheck {
             sdk,
             json_types,
             scalar_types,
+            array_types,
             group_types,
             base_url,
         })
@@ -499,6 +508,7 @@ impl TypeCheck {
             document: &document,
             json_types: &self.json_types,
             scalar_types: &self.scalar_types,
+            array_types: &self.array_types,
             group_types: &self.group_types,
             sdk: &self.sdk,
         };
@@ -627,6 +637,7 @@ struct Known<'a> {
     document: &'a Document,
     json_types: &'a HashSet<String>,
     scalar_types: &'a HashSet<String>,
+    array_types: &'a HashSet<String>,
     group_types: &'a HashMap<String, Vec<String>>,
     sdk: &'a Sdk,
 }
@@ -690,18 +701,15 @@ fn json_types(declarations: &str) -> HashSet<String> {
         .collect()
 }
 
-/// The type aliases of [`json_types`] that are scalars: `type status = "open" | "paid"`.
-fn scalar_types(declarations: &str) -> HashSet<String> {
+/// The type aliases of [`json_types`] whose type (`"open" | "paid"`, `content_file[]`)
+/// `holds`.
+fn aliases_where(declarations: &str, holds: impl Fn(&str) -> bool) -> HashSet<String> {
     declarations
         .lines()
         .skip_while(|line| !line.starts_with("declare const api"))
         .filter_map(|line| line.strip_prefix("type "))
         .filter_map(|rest| rest.split_once(" = "))
-        .filter(|(_, ty)| {
-            ty.trim_end_matches(';')
-                .split(" | ")
-                .all(|member| matches!(kind_of_literal(member), Some(Some(_)) | Some(None)))
-        })
+        .filter(|(_, ty)| holds(ty.trim_end_matches(';')))
         .map(|(name, _)| name.to_owned())
         .collect()
 }
@@ -778,7 +786,6 @@ fn is_json_type(ty: &str, known: &Known<'_>, on_response: bool) -> bool {
 fn doubtful(diagnostic: &Diagnostic, known: &Known<'_>) -> bool {
     let message = &diagnostic.message;
     match diagnostic.code {
-        FRACTION => true,
         2339 | 2551 => {
             !known
                 .document
@@ -796,8 +803,12 @@ fn doubtful(diagnostic: &Diagnostic, known: &Known<'_>) -> bool {
                     .split_once("index type '")
                     .and_then(|(_, rest)| rest.split_once('\''))
                     .is_some_and(|(ty, _)| {
+                        let on_response = known
+                            .document
+                            .in_indexed_response(diagnostic.line, diagnostic.character);
                         members(ty).count() == 1
-                            && (is_json_type(ty, known, false) || plain_objects(ty))
+                            && (is_json_type(ty, known, false)
+                                || (on_response && plain_objects(ty)))
                     })
         }
         // The value given (not the type it is given to, which names `undefined` for any
@@ -813,16 +824,30 @@ fn doubtful(diagnostic: &Diagnostic, known: &Known<'_>) -> bool {
         {
             true
         }
-        // In an SDK call's arguments: a value of another kind than the scalar the SDK takes
-        // (an object where its id goes, a string where a number goes), or a required
-        // property missing from parameters built before the call. The SDK refuses either
-        // at run time, after what the script sent before it.
+        _ => false,
+    }
+}
+
+/// Whether a diagnostic is about a value the SDK refuses in the arguments of the call it is
+/// in: a value of another kind than the scalar the SDK takes (an object where its id goes,
+/// a string where a number goes, an enum value it lacks), a required property missing from
+/// parameters written out before the call, or a number computed with a fraction where it
+/// takes an integer. Judged on the first line of the compiler's explanation, which is about
+/// the whole value (the lines after it are about one member of a union).
+fn refused_in_call(diagnostic: &Diagnostic, known: &Known<'_>) -> bool {
+    match diagnostic.code {
+        FRACTION => true,
         2322 | 2345 | 2739..=2741
             if known
                 .document
                 .in_sdk_call(diagnostic.line, diagnostic.character) =>
         {
-            message.lines().any(|line| {
+            let first = diagnostic
+                .message
+                .lines()
+                .map(str::trim)
+                .find(|line| line.starts_with("Type '") || line.starts_with("Property '"));
+            first.is_some_and(|line| {
                 other_kind(line, known)
                     || missing_property(line).is_some_and(|name| {
                         !known.document.member_assigned.contains(name)
@@ -834,10 +859,37 @@ fn doubtful(diagnostic: &Diagnostic, known: &Known<'_>) -> bool {
     }
 }
 
+/// The write whose arguments a diagnostic is in (the innermost SDK call or raw request
+/// around it), if that call is one.
+fn enclosing_write(diagnostic: &Diagnostic, known: &Known<'_>) -> Option<String> {
+    let at = known
+        .document
+        .offset_of(diagnostic.line, diagnostic.character)?;
+    let (called, _) = known
+        .document
+        .flow
+        .calls
+        .iter()
+        .filter(|(_, (lo, hi))| (*lo..*hi).contains(&at))
+        .min_by_key(|(_, (lo, hi))| hi - lo)?;
+    sends_write(called, known.sdk).then(|| called_name(called))
+}
+
+/// How a message names a call: `api.customers.update`, `api.request("POST", ...)`.
+fn called_name(called: &flow::Called) -> String {
+    match called {
+        flow::Called::Sdk { group, method } => format!("api.{group}.{method}"),
+        flow::Called::Raw { method } => format!("api.request(\"{method}\", ...)"),
+    }
+}
+
 /// The kinds of value a type (as a message names it) may be: `None` when it may be anything
 /// (`any`, `unknown`, a type parameter's constraint the message does not show).
 fn kinds(ty: &str, known: &Known<'_>) -> Option<BTreeSet<Kind>> {
     let ty = ty.trim();
+    if ty == "{}" {
+        return None;
+    }
     if ty.starts_with('{') && ty.trim_end_matches("[]").ends_with('}') || ty.ends_with("[]") {
         return Some(BTreeSet::from([Kind::Object]));
     }
@@ -849,6 +901,8 @@ fn kinds(ty: &str, known: &Known<'_>) -> Option<BTreeSet<Kind>> {
         match kind_of_literal(member) {
             Some(Some(kind)) => kinds.insert(kind),
             Some(None) => continue,
+            // A Date goes out as its ISO string.
+            None if member == "Date" => kinds.insert(Kind::String),
             // A schema parsed from JSON that is an object (not an enum's alias, nor a type
             // the code declares, whose kind the message does not show).
             None if known.json_types.contains(member)
@@ -930,8 +984,13 @@ fn other_literal(given: &str, target: &str) -> bool {
 fn missing_property(line: &str) -> Option<&str> {
     let rest = line.trim().strip_prefix("Property '")?;
     let (name, rest) = rest.split_once('\'')?;
-    (rest.starts_with(" is missing in type") && rest.contains("but required in type"))
-        .then_some(name)
+    let source = rest
+        .strip_prefix(" is missing in type '")?
+        .split_once("' but required in type")?
+        .0;
+    // Only an object written out with its keys: a `Record` or an index signature may hold
+    // the property whatever its type says.
+    (source.starts_with('{') && !source.contains("]: ")).then_some(name)
 }
 
 /// Whether every member of a type is an object type written out (`{ total_count: number;
@@ -948,6 +1007,32 @@ fn iterated_type(message: &str) -> Option<&str> {
     (after.starts_with("must have a '[Symbol.iterator]()'")
         || after.starts_with("is not an array type"))
     .then_some(ty)
+}
+
+/// What a diagnostic about an SDK name that reaches nothing may have meant, ranked by meaning
+/// (see [`Sdk::suggestion`]): for a name written from `api` its whole call, for one reached
+/// another way its group and the missing name; `None` when it is about no SDK name, or
+/// nothing comes near.
+fn meant(diagnostic: &Diagnostic, known: &Known<'_>) -> Option<String> {
+    if !matches!(diagnostic.code, 2339 | 2551) {
+        return None;
+    }
+    let asked = match known
+        .document
+        .sdk_name_at(diagnostic.line, diagnostic.character)
+    {
+        Some(Some(name)) => name.strip_prefix("api.")?.to_owned(),
+        _ => {
+            let groups = sdk_type_in(&diagnostic.message, known.group_types)?;
+            let name = property_in(&diagnostic.message)?;
+            match groups.first().map(String::as_str) {
+                Some("") | None => name.to_owned(),
+                Some(group) => format!("{group}.{name}"),
+            }
+        }
+    };
+    let suggestion = known.sdk.suggestion(&asked);
+    (suggestion != ".").then_some(suggestion)
 }
 
 /// The members of a type as a message names it, `null` and `undefined` aside: its parts
@@ -1035,10 +1120,7 @@ fn reached_write(
     if property_in(&diagnostic.message).is_some_and(|name| tested.contains(name)) {
         return None;
     }
-    reach.from(at).map(|called| match called {
-        flow::Called::Sdk { group, method } => format!("api.{group}.{method}"),
-        flow::Called::Raw { method } => format!("api.request(\"{method}\", ...)"),
-    })
+    reach.from(at).map(called_name)
 }
 
 /// What the SDK method of `op` returns, as the declarations name it:
@@ -1154,7 +1236,8 @@ fn blocks(diagnostic: &Diagnostic, known: &Known<'_>) -> bool {
         // whatever the response holds.
         2488 | 2461 | 2495 | 2548 | 2549
             if iterated_type(&diagnostic.message).is_some_and(|ty| {
-                members(ty).all(|member| !member.ends_with("[]"))
+                members(ty)
+                    .all(|member| !member.ends_with("[]") && !known.array_types.contains(member))
                     && (is_json_type(ty, known, false) || plain_objects(ty))
             }) =>
         {
@@ -1238,6 +1321,15 @@ fn judge(known: &Known<'_>, code: &str, diagnostics: &[Diagnostic], mode: Mode) 
         .iter()
         .map(|d| {
             let certain = mode == Mode::Block && blocks(d, known);
+            if !certain && refused_in_call(d, known) {
+                let write = enclosing_write(d, known).map(|write| {
+                    format!(
+                        " (in the arguments of {write}, a write: the SDK would refuse it after \
+                         what the script sent before it)"
+                    )
+                });
+                return (d, certain, write);
+            }
             let doubt = !certain && doubtful(d, known) && {
                 doubts += 1;
                 doubts <= MAX_DOUBTS
@@ -1245,16 +1337,28 @@ fn judge(known: &Known<'_>, code: &str, diagnostics: &[Diagnostic], mode: Mode) 
             let write = reach
                 .as_ref()
                 .filter(|_| doubt)
-                .and_then(|reach| reached_write(d, known, reach, &tested));
+                .and_then(|reach| reached_write(d, known, reach, &tested))
+                .map(|write| {
+                    format!(
+                        " (this value flows into {write}, a write, which would send it as it is)"
+                    )
+                });
             (d, certain, write)
         })
         .collect();
-    let said = |(d, _, write): &(&Diagnostic, bool, Option<String>)| {
-        let mut message = shortened(&d.message.replace('\n', " "));
+    let said = |(d, certain, write): &(&Diagnostic, bool, Option<String>)| {
+        let mut message = match certain.then(|| meant(d, known)).flatten() {
+            // An SDK name that reaches nothing: sdkbox's suggestions, by meaning, instead of
+            // the compiler's, by spelling alone.
+            Some(suggestion) => {
+                let first = d.message.lines().next().unwrap_or_default();
+                let plain = first.split(" Did you mean").next().unwrap_or(first);
+                format!("{}{suggestion}", plain.trim_end_matches('.'))
+            }
+            None => shortened(&d.message.replace('\n', " ")),
+        };
         if let Some(write) = write {
-            message.push_str(&format!(
-                " (this value flows into {write}, a write, which would send it as it is or fail after what the script sent before it)"
-            ));
+            message.push_str(write);
         }
         let code = match d.code {
             ROUTE | FRACTION => "sdkbox".to_owned(),
@@ -1367,6 +1471,7 @@ mod tests {
             document: &document,
             json_types: &json_types,
             scalar_types: &json_types,
+            array_types: &json_types,
             group_types: &group_types,
             sdk: &sdk,
         };

@@ -73,6 +73,9 @@ pub fn refused_body(request: &RawRequest, op: &Operation) -> Vec<(String, u32, u
 /// Why `request` reaches no operation of `operations`, with the nearest ones, or `None` when
 /// one fits (or may: a substitution can be any one or more segments).
 pub fn unknown(request: &RawRequest, operations: &[Operation]) -> Option<String> {
+    if !covered(&request.path, operations) {
+        return None;
+    }
     let same_method = |op: &&Operation| op.method.eq_ignore_ascii_case(&request.method);
     if operations
         .iter()
@@ -174,12 +177,39 @@ pub fn fetched(request: &RawRequest, base: &url::Url) -> Result<Option<RawReques
         // Shorter than the base path, and a substitution follows: it may complete it.
         None if base_path.starts_with(written.as_str()) && path.len() > 1 => Ok(None),
         None => Err(format!(
-            "fetch(\"{written}...\") asks for {}{written}, outside the API's base URL {}: fetch              resolves a path from the origin, as a browser does. Write the path under              {base_path}/, or use api.request(\"{}\", path, ...), whose paths start at the base              URL",
+            "fetch(\"{written}...\") asks for {}{written}, outside the API's base URL {}: fetch \
+             resolves a path from the origin, as a browser does. Write the path under \
+             {base_path}/, or use api.request(\"{}\", path, ...), whose paths start at the base \
+             URL",
             base.origin().ascii_serialization(),
             base.as_str().trim_end_matches('/'),
             request.method
         )),
     }
+}
+
+/// Whether the spec describes the part of the API a written path is in: its first segment is
+/// one an operation's path starts with, or near one (`/refund` by `/refunds`, a misspelling),
+/// but not another version (`/v2/...` where the spec has `/v1`). What the spec does not
+/// cover (GitHub's `/graphql`, Stripe's `/v2`) is not judged: the provider may serve it.
+fn covered(parts: &[Part], operations: &[Operation]) -> bool {
+    let Some(Segment::Text(first)) = segments(parts).into_iter().next() else {
+        return true;
+    };
+    let version = |s: &str| {
+        s.strip_prefix('v')
+            .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+    };
+    operations.iter().any(|op| {
+        let Some(theirs) = op.path.split('/').find(|s| !s.is_empty()) else {
+            return false;
+        };
+        theirs == first
+            || (theirs.starts_with('{') && theirs.ends_with('}'))
+            || (!(version(theirs) && version(&first))
+                && (crate::spec::singular(theirs) == crate::spec::singular(&first)
+                    || distance(theirs, &first) <= 2))
+    })
 }
 
 /// Whether a path written with `parts` can reach the operation template `template`
@@ -191,10 +221,27 @@ fn fits(parts: &[Part], template: &str, least: usize) -> bool {
     let written = segments(parts);
     let template: Vec<&str> = template.split('/').filter(|s| !s.is_empty()).collect();
     let (n, m) = (written.len(), template.len());
+    // The last segment, when a parameter alone whose values hold slashes, may be several: a
+    // file's path in GitHub's `contents/{path}`, a ref or a branch (`heads/main`,
+    // `feature/login`), a model in Cloudflare's `ai/run/{model_name}`, a key's name.
+    let open_end = template.last().is_some_and(|last| {
+        last.strip_prefix('{')
+            .and_then(|name| name.strip_suffix('}'))
+            .is_some_and(|name| {
+                name.contains("path")
+                    || matches!(
+                        name,
+                        "ref" | "basehead" | "branch" | "key_name" | "model_name" | "filename"
+                    )
+            })
+    });
     // reach[i][j]: the first i written segments can reach the first j of the template.
     let mut reach = vec![vec![false; m + 1]; n + 1];
     reach[0][0] = true;
     for i in 0..n {
+        if open_end && reach[i][m] && i > 0 {
+            reach[i + 1][m] = true;
+        }
         for j in 0..=m {
             match &written[i] {
                 // At least `least` template segments, from any reached point before.
@@ -214,7 +261,8 @@ fn fits(parts: &[Part], template: &str, least: usize) -> bool {
             }
         }
     }
-    reach[n][m]
+    // An open last parameter may be empty too: `contents/` is the root folder.
+    reach[n][m] || (open_end && m > 0 && reach[n][m - 1])
 }
 
 /// The operation a raw request surely calls, to type what it returns: the one whose path the
@@ -306,6 +354,23 @@ mod tests {
 
     fn text(t: &str) -> Part {
         Part::Text(t.into())
+    }
+
+    #[test]
+    fn only_paths_in_the_part_of_the_api_the_spec_covers_are_judged() {
+        let ops = [
+            crate::testing::operation("a", "GET", "/v1/customers", "customers", "list"),
+            crate::testing::operation("b", "POST", "/v1/refunds", "refunds", "create"),
+        ];
+        let request = |method: &str, path: &str| RawRequest {
+            method: method.into(),
+            path: vec![text(path)],
+            ..RawRequest::default()
+        };
+        assert!(unknown(&request("POST", "/v1/refund"), &ops).is_some());
+        assert!(unknown(&request("POST", "/v2/core/event_destinations"), &ops).is_none());
+        assert!(unknown(&request("POST", "/graphql"), &ops).is_none());
+        assert!(unknown(&request("GET", "/v1/customers"), &ops).is_none());
     }
 
     #[test]
@@ -405,5 +470,15 @@ mod tests {
             "/files/{name}.zip",
             1
         ));
+        // A last parameter whose values hold slashes takes several segments; another does
+        // not.
+        let file = [text("/repos/o/r/contents/docs/README.md")];
+        assert!(fits(&file, "/repos/{owner}/{repo}/contents/{path}", 1));
+        let reference = [text("/repos/o/r/git/ref/heads/main")];
+        assert!(fits(&reference, "/repos/{owner}/{repo}/git/ref/{ref}", 1));
+        let root = [text("/repos/o/r/contents/")];
+        assert!(fits(&root, "/repos/{owner}/{repo}/contents/{path}", 1));
+        let more = [text("/v1/customers/cus_1/sourcez")];
+        assert!(!fits(&more, "/v1/customers/{customer}", 1));
     }
 }

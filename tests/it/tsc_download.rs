@@ -137,7 +137,7 @@ async fn the_pinned_compiler_is_downloaded_once_checked_and_used() {
     assert!(
         stopped["error"]["message"]
             .as_str()
-            .is_some_and(|m| m.contains("Did you mean 'list'?")),
+            .is_some_and(|m| m.contains("did you mean api.customers.list (")),
         "the downloaded compiler never checked: {stopped}"
     );
     assert_eq!(stopped["http"], json!([]), "{stopped}");

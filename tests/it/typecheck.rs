@@ -135,12 +135,37 @@ fn cut(text: &str, n: usize) -> String {
     text.chars().take(n).collect()
 }
 
-/// The Cloudflare names a blind set is scored under.
+/// The fourth blind set, `tests/eval/typecheck-blind4.json` (issue 35, item 9: 170 scripts,
+/// 100 mistakes of ten classes each after a write), written against the shipped Stripe and
+/// Cloudflare names, scored by class.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fourth_blind_set_by_class() {
+    let Some(all) = by_class("typecheck-blind4.json", Names::Both).await else {
+        return;
+    };
+    assert!(all[0] >= 90, "{all:?}");
+}
+
+/// What adversarial reviews of issue 35's rules found, `tests/eval/typecheck-review.json`:
+/// correct code the rules stopped (Stripe's expandable fields, `Record` parameters, GitHub's
+/// directory contents, GraphQL and paths with slashes by `fetch`), each run, and the misses,
+/// each stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_reviews_found_runs_or_stops() {
+    let Some(all) = by_class("typecheck-review.json", Names::Both).await else {
+        return;
+    };
+    assert_eq!(all[1], all[0], "{all:?}");
+}
+
+/// The names a blind set is scored under.
 enum Names {
-    /// `examples/cloudflare.toml`'s `[names]`.
+    /// `examples/cloudflare.toml`'s `[names]`; Stripe's spec as it is.
     Shipped,
     /// Its group renames alone (keys that name a group of the spec).
     ShippedGroups,
+    /// The `[names]` of both `examples/cloudflare.toml` and `examples/stripe.toml`.
+    Both,
 }
 
 /// Scores the blind set `tests/eval/<file>` by class: how many mistakes are stopped before
@@ -154,9 +179,9 @@ async fn by_class(file: &str, names: Names) -> Option<[usize; 3]> {
     let entries: Vec<Value> =
         serde_json::from_str(&std::fs::read_to_string(root.join("tests/eval").join(file)).unwrap())
             .unwrap();
-    let shipped: BTreeMap<String, String> = {
+    let shipped = |provider: &str| -> BTreeMap<String, String> {
         let file: toml::Value = toml::from_str(
-            &std::fs::read_to_string(root.join("examples/cloudflare.toml")).unwrap(),
+            &std::fs::read_to_string(root.join(format!("examples/{provider}.toml"))).unwrap(),
         )
         .unwrap();
         file["names"]
@@ -192,14 +217,16 @@ async fn by_class(file: &str, names: Names) -> Option<[usize; 3]> {
                         .chain([op.group.as_str()])
                 })
                 .collect();
-            let chosen: BTreeMap<String, String> = shipped
-                .iter()
+            let chosen: BTreeMap<String, String> = shipped("cloudflare")
+                .into_iter()
                 .filter(|(from, _)| {
-                    matches!(names, Names::Shipped) || groups.contains(from.as_str())
+                    !matches!(names, Names::ShippedGroups) || groups.contains(from.as_str())
                 })
-                .map(|(from, to)| (from.clone(), to.clone()))
                 .collect();
             sdkbox::spec::apply_names(&mut spec.api.operations, &chosen).unwrap();
+        }
+        if name == "stripe" && matches!(names, Names::Both) {
+            sdkbox::spec::apply_names(&mut spec.api.operations, &shipped("stripe")).unwrap();
         }
         let sdk = Arc::new(sdkbox::sdk::Sdk::new(Arc::new(spec.api)));
         let check = checker(&tsc, sdk).await;
@@ -257,7 +284,6 @@ async fn by_class(file: &str, names: Names) -> Option<[usize; 3]> {
         correct[0], correct[1], correct[2]
     );
     println!("not stopped: {missed:#?}");
-    assert!(correct[0] >= 60, "{correct:?}");
     assert!(
         wrongly_stopped.is_empty(),
         "correct scripts stopped: {wrongly_stopped:#?}"
@@ -662,11 +688,11 @@ async fn values_of_another_kind_lists_iterated_and_fetched_paths_are_stopped() {
         ),
         (
             "const order_id = \"ord_1\";\nawait api.request(\"POST\", `/orders/${order_id}`);".to_owned(),
-            "No operation of the API is POST /orders/${...}",
+            "No operation of the API is POST /orders/ord_1",
         ),
         (
             "const reason = Math.random() > 0.5 ? \"fraud\" : \"duplicate\";\nawait api.refunds.create({ order: \"ord_1\", reason });".to_owned(),
-            "flows into api.refunds.create",
+            "in the arguments of api.refunds.create, a write",
         ),
         (
             "const list = await api.orders.list();\nif (list.length === 0) await api.customers.create({ email: \"a@example.com\" });".to_owned(),

@@ -35,7 +35,7 @@ async function refused(code, words) {
 
 await check("misspelled_method", async () => {
   const customers = await count("customers");
-  await refused("await api.customers.create({ email: 'tc@example.com', name: 'tc-first' });\nreturn await api.customers.lst({ limit: 2 });", ["TS2551", "Did you mean 'list'?"]);
+  await refused("await api.customers.create({ email: 'tc@example.com', name: 'tc-first' });\nreturn await api.customers.lst({ limit: 2 });", ["TS2551", "did you mean api.customers.list (GET /customers"]);
   assert((await count("customers")) === customers, "the write before the mistake was sent");
 });
 
