@@ -55,9 +55,10 @@ pub struct ProviderFile {
     /// the built-in search vocabulary: `chargeback = "dispute"`, `"sign up" = "create"`.
     #[serde(default)]
     pub synonyms: BTreeMap<String, String>,
-    /// Group renames, `"access" = "zeroTrust.access"`: where the provider's official SDK
-    /// groups resources in a way its spec does not say (applied before the approval rules,
-    /// which name the renamed groups).
+    /// Renames, `"access" = "zeroTrust.access"` (a group and those in it) or `"intel.dns" =
+    /// "intel.dns.list"` (one operation): where the provider's official SDK names things in a
+    /// way its spec does not say (applied before the approval rules, which name the renamed
+    /// operations, and hold for their former names too).
     #[serde(default)]
     pub names: BTreeMap<String, String>,
     /// The approval rules: `writes = "approve"`, and `[policy.operations]` by SDK name or glob.
@@ -586,7 +587,8 @@ pub struct ProviderArgs {
     /// Environment variable holding the provider secret; read once, never shown to scripts.
     #[arg(long)]
     pub secret_env: Option<String>,
-    /// A group rename, as a provider file's `[names]` gives them (repeatable):
+    /// A rename of a group or of one operation, as a provider file's `[names]` gives them
+    /// (repeatable):
     /// `--name access=zeroTrust.access`.
     #[arg(long = "name", value_name = "GROUP=NEW", value_parser = group_rename)]
     pub names: Vec<(String, String)>,
@@ -598,7 +600,8 @@ pub struct ProviderArgs {
     pub model: ModelArgs,
 }
 
-/// Parses `GROUP=NEW`, a group rename given on the command line.
+/// Parses `GROUP=NEW`, a rename of a group (or of one operation, `group.method=NEW`) given on
+/// the command line.
 pub fn group_rename(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((from, to)) if !from.trim().is_empty() && !to.trim().is_empty() => {

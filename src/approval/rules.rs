@@ -99,7 +99,9 @@ impl Rules {
             .map(|op| format!("{}.{}", op.group, op.name))
             .collect();
         // A rule may name an operation by a name `[names]` renamed away (`subscriptions.del`
-        // for `subscriptions.cancel`): it still holds, so that renaming never loosens a rule.
+        // for `subscriptions.cancel`): it still holds, but only to make the operation's rule
+        // stricter, so that renaming never loosens a rule (a glob of its former group,
+        // `storage.*` for `kv.namespaces.delete`, never allows what its own name does not).
         let every_name = |index: usize| {
             std::iter::once(names[index].as_str())
                 .chain(operations[index].former.iter().map(String::as_str))
@@ -115,21 +117,17 @@ impl Rules {
             }
         }
         let mut of = Vec::with_capacity(operations.len());
-        for (index, (op, name)) in operations.iter().zip(&names).enumerate() {
+        for (op, name) in operations.iter().zip(&names) {
             let write = crate::egress::is_write(&op.method);
-            // A rule naming it exactly (its own name first), else the strictest glob any of
-            // its names matches.
-            let named = every_name(index)
-                .find_map(|name| file.operations.get_key_value(name))
-                .map(|(pattern, rule)| (pattern.as_str(), *rule))
-                .or_else(|| {
-                    every_name(index)
-                        .filter_map(|name| best_rule(&file.operations, name))
-                        .max_by_key(|(_, rule)| *rule)
-                });
+            // The rule its own name gets; a stricter one a former name gets.
+            let former = op
+                .former
+                .iter()
+                .filter_map(|name| best_rule(&file.operations, name))
+                .max_by_key(|(_, rule)| *rule);
             let rule = if overrides.read_only && write {
                 (Rule::Deny, "--read-only".to_owned())
-            } else if let Some((pattern, rule)) = named {
+            } else if let Some((pattern, rule)) = best_rule(&file.operations, name) {
                 (rule, format!("[policy.operations] \"{pattern}\""))
             } else if let Some(text) = &op.policy {
                 let rule = text.parse::<Rule>().map_err(|e| {
@@ -140,6 +138,13 @@ impl Rules {
                 (writes, writes_because.to_owned())
             } else {
                 (Rule::Allow, "reads are allowed".to_owned())
+            };
+            let rule = match former {
+                Some((pattern, stricter)) if stricter > rule.0 => (
+                    stricter,
+                    format!("[policy.operations] \"{pattern}\" (a name it had before [names])"),
+                ),
+                _ => rule,
             };
             of.push(rule);
         }
@@ -590,9 +595,15 @@ mod tests {
         assert_eq!(delete(&build(file)), Rule::Deny);
         let file = "writes = \"allow\"\n[operations]\n\"customers.delete\" = \"deny\"";
         assert_eq!(delete(&build(file)), Rule::Deny);
-        // A rule naming it exactly by its own name wins over a glob its former name matches.
+        // A former name only ever makes the rule stricter: a glob of it allowing what the
+        // operation's own name does not is no rule for it.
         let file = "[operations]\n\"*.delete\" = \"deny\"\n\"customers.remove\" = \"allow\"";
-        assert_eq!(delete(&build(file)), Rule::Allow);
+        assert_eq!(delete(&build(file)), Rule::Deny);
+        let file =
+            "writes = \"deny\"\n[operations]\n\"customers.*\" = \"deny\"\n\"*.delete\" = \"allow\"";
+        assert_eq!(delete(&build(file)), Rule::Deny);
+        let file = "writes = \"deny\"\n[operations]\n\"*.delete\" = \"allow\"";
+        assert_eq!(delete(&build(file)), Rule::Deny);
     }
 
     #[test]

@@ -20,8 +20,9 @@ pub struct SpecArgs {
     /// Markdown guides to index with it (default: `guides/` beside a spec file).
     #[arg(long)]
     pub guides: Option<PathBuf>,
-    /// A group rename, as a provider file's `[names]` gives them (repeatable), so hits show
-    /// the names the server serves: `--name access=zeroTrust.access`.
+    /// A rename of a group or of one operation, as a provider file's `[names]` gives them
+    /// (repeatable), so hits show the names the server serves: `--name
+    /// access=zeroTrust.access`.
     #[arg(long = "name", value_name = "GROUP=NEW", value_parser = sdkbox::config::group_rename)]
     pub names: Vec<(String, String)>,
 }
@@ -115,7 +116,8 @@ pub struct TypesArgs {
     /// The OpenAPI spec: a file or an http(s) URL.
     #[arg(long)]
     pub spec: String,
-    /// A group rename, as a provider file's `[names]` gives them (repeatable).
+    /// A rename of a group or of one operation, as a provider file's `[names]` gives them
+    /// (repeatable).
     #[arg(long = "name", value_name = "GROUP=NEW", value_parser = sdkbox::config::group_rename)]
     pub names: Vec<(String, String)>,
 }

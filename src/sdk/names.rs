@@ -70,7 +70,10 @@ fn same_words(a: &str, b: &str) -> bool {
 /// Whether two dotted group names are the same groups, up to case and plural.
 fn same_group(a: &str, b: &str) -> bool {
     let (a, b): (Vec<&str>, Vec<&str>) = (a.split('.').collect(), b.split('.').collect());
-    a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| same_words(x, y))
+    a.len() == b.len()
+        && a.iter()
+            .zip(&b)
+            .all(|(x, y)| x.eq_ignore_ascii_case(y) || same_words(x, y))
 }
 
 impl Names {
@@ -257,7 +260,7 @@ impl Names {
             .get_key_value(group)
             .or_else(|| self.groups.iter().find(|(name, _)| same_group(name, group)))
         else {
-            return self.no_group(group);
+            return self.no_group(group, method);
         };
         let names: Vec<&str> = methods.keys().map(String::as_str).collect();
         let nested: Vec<&str> = self
@@ -277,7 +280,7 @@ impl Names {
     }
 
     /// There is no group `group`: the groups beside it, else the top-level ones.
-    fn no_group(&self, group: &str) -> CallError {
+    fn no_group(&self, group: &str, method: &str) -> CallError {
         let all: Vec<&str> = self.groups.keys().map(String::as_str).collect();
         let parent = group.rsplit_once('.').map(|(p, _)| p);
         let beside: Vec<&str> = all
@@ -299,7 +302,7 @@ impl Names {
         };
         CallError(format!(
             "no group `api.{group}`{} Search the docs for the operation you need; groups include {}",
-            self.hint(group, group, &all),
+            self.hint(&format!("{group}.{method}"), group, &all),
             listed
                 .iter()
                 .take(20)

@@ -130,8 +130,16 @@ pub(super) fn ranked<'a>(
                 Some(methods) => f64::from(u8::from(methods.contains(&op.method.as_str()))),
                 None => 0.5,
             };
-            let called = format!("{}.{}", op.group, op.name).to_ascii_lowercase();
-            let spelling = strsim::jaro_winkler(&asked_lower, &called);
+            // Spelling, of the group and the method each: a shared group would make every
+            // method of it look alike.
+            let spelling = match asked_lower.rsplit_once('.') {
+                Some((group, method)) => {
+                    let group_alike = strsim::jaro_winkler(group, &op.group.to_ascii_lowercase());
+                    let method_alike = strsim::jaro_winkler(method, &op.name.to_ascii_lowercase());
+                    (group_alike + method_alike) / 2.0
+                }
+                None => strsim::jaro_winkler(&asked_lower, &op.group.to_ascii_lowercase()),
+            };
             (meaning > 0.0 || spelling > 0.9).then_some((2.0 * meaning + acts + spelling, op))
         })
         .collect();
@@ -140,7 +148,7 @@ pub(super) fn ranked<'a>(
     let best = scored.first().map_or(0.0, |(score, _)| *score);
     scored
         .into_iter()
-        .take_while(|(score, _)| *score >= 0.8 * best)
+        .take_while(|(score, _)| *score >= best - 0.15)
         .take(SHOWN)
         .map(|(_, op)| op)
         .collect()

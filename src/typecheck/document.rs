@@ -165,8 +165,12 @@ impl Insertions<'_> {
 
     /// Types the untyped parameters (not named `api`, typed already) of the function `name`
     /// that every call of it hands `api`: `function purge(cf) { ... }` called `purge(api)`.
-    fn handed_api<'p>(&mut self, name: &str, params: impl Iterator<Item = &'p Pat>) {
-        let Some(indices) = self.handed.get(name).cloned() else {
+    fn handed_api<'p>(
+        &mut self,
+        name: &deno_ast::swc::ast::Ident,
+        params: impl Iterator<Item = &'p Pat>,
+    ) {
+        let Some(indices) = self.handed.get(&super::flow::resolved(name)).cloned() else {
             return;
         };
         for (index, pat) in params.enumerate() {
@@ -182,18 +186,22 @@ impl Insertions<'_> {
     }
 }
 
-/// The calls of the code's own functions by name (`purge(api, zone)`), and at which
-/// arguments each hands `api` itself.
+/// The calls of the code's own functions by their binding (`purge(api, zone)`), and at which
+/// arguments each hands `api` itself; and the functions used otherwise than called (handed
+/// to `map`, stored), whose parameters may be given anything.
 #[derive(Default)]
 struct Handed {
     calls: std::collections::HashMap<String, Vec<Vec<bool>>>,
+    escaped: std::collections::HashSet<String>,
 }
 
 impl Handed {
-    /// The parameters every call of a function hands `api` at, by function.
+    /// The parameters every call of a function hands `api` at, by the function's binding.
     fn always(self) -> std::collections::HashMap<String, std::collections::BTreeSet<usize>> {
+        let escaped = self.escaped;
         self.calls
             .into_iter()
+            .filter(|(name, _)| !escaped.contains(name))
             .map(|(name, calls)| {
                 let longest = calls.iter().map(Vec::len).max().unwrap_or(0);
                 let indices = (0..longest)
@@ -219,11 +227,21 @@ impl Visit for Handed {
                 })
                 .collect();
             self.calls
-                .entry(name.sym.to_string())
+                .entry(super::flow::resolved(name))
                 .or_default()
                 .push(api);
+            // The callee itself is called, not used otherwise.
+            call.args.visit_with(self);
+            return;
         }
         call.visit_children_with(self);
+    }
+
+    fn visit_expr(&mut self, expr: &Expr) {
+        if let Expr::Ident(name) = expr {
+            self.escaped.insert(super::flow::resolved(name));
+        }
+        expr.visit_children_with(self);
     }
 }
 
@@ -251,7 +269,7 @@ impl Visit for Insertions<'_> {
 
     fn visit_fn_decl(&mut self, decl: &deno_ast::swc::ast::FnDecl) {
         let params = decl.function.params.iter().map(|p| &p.pat);
-        self.handed_api(decl.ident.sym.as_ref(), params);
+        self.handed_api(&decl.ident, params);
         decl.visit_children_with(self);
     }
 
@@ -260,10 +278,10 @@ impl Visit for Insertions<'_> {
             && let Some(init) = &declarator.init
         {
             match &**init {
-                Expr::Arrow(arrow) => self.handed_api(name.id.sym.as_ref(), arrow.params.iter()),
+                Expr::Arrow(arrow) => self.handed_api(&name.id, arrow.params.iter()),
                 Expr::Fn(function) => {
                     let params = function.function.params.iter().map(|p| &p.pat);
-                    self.handed_api(name.id.sym.as_ref(), params);
+                    self.handed_api(&name.id, params);
                 }
                 _ => {}
             }
@@ -604,6 +622,9 @@ struct Spans {
     indexed_responses: Vec<(u32, u32)>,
     /// Names a `const` binds to a literal string, and the string.
     constants: std::collections::HashMap<String, String>,
+    /// Names bound to the SDK or one of its groups, and the SDK name each is (`api`,
+    /// `api.issues`).
+    sdk_aliases: std::collections::HashMap<String, String>,
     /// Names bound to a number with a fraction, or computed with one (see
     /// [`Spans::computes_fraction`]).
     fractional: std::collections::HashSet<String>,
@@ -1120,6 +1141,56 @@ fn dotted(member: &MemberExpr) -> Option<String> {
 }
 
 impl Spans {
+    /// The SDK name a member chain is (`api.issues.create`), its root `api` or a name bound
+    /// to the SDK or one of its groups (`const { issues } = api`, `const stripe = api`, a
+    /// helper's parameter typed as the SDK); `None` for anything else.
+    fn sdk_path(&self, expr: &Expr) -> Option<String> {
+        let mut parts: Vec<&str> = Vec::new();
+        let mut expr = expr;
+        for _ in 0..MAX_LINKS {
+            match expr {
+                Expr::Member(member) => {
+                    let MemberProp::Ident(name) = &member.prop else {
+                        return None;
+                    };
+                    parts.push(name.sym.as_ref());
+                    expr = &member.obj;
+                }
+                Expr::Paren(paren) => expr = &paren.expr,
+                Expr::Ident(root) => {
+                    let root = match root.sym.as_ref() {
+                        "api" => "api".to_owned(),
+                        _ => self.sdk_aliases.get(&super::flow::resolved(root))?.clone(),
+                    };
+                    parts.reverse();
+                    return Some(
+                        std::iter::once(root.as_str())
+                            .chain(parts)
+                            .collect::<Vec<_>>()
+                            .join("."),
+                    );
+                }
+                _ => return None,
+            }
+        }
+        None
+    }
+
+    /// Notes a parameter typed as the SDK (`client: SdkboxApi`, as the check types those
+    /// every call hands `api`) as a name for it.
+    fn note_typed_api(&mut self, pat: &Pat) {
+        use deno_ast::swc::ast::{TsEntityName, TsType};
+        if let Pat::Ident(binding) = pat
+            && let Some(annotation) = &binding.type_ann
+            && let TsType::TsTypeRef(reference) = &*annotation.type_ann
+            && let TsEntityName::Ident(name) = &reference.type_name
+            && name.sym.as_ref() == "SdkboxApi"
+        {
+            self.sdk_aliases
+                .insert(super::flow::resolved(&binding.id), "api".to_owned());
+        }
+    }
+
     /// Whether `expr` computes a number that may have a fraction: a product with a fraction
     /// (`amount * 0.15`, `price * rate` where `rate = 1.2`), a quotient (`total / count`), or
     /// a sum with either; not what `Math.round` and the like made whole.
@@ -1148,13 +1219,32 @@ impl Spans {
 }
 
 impl Visit for Spans {
+    fn visit_param(&mut self, param: &deno_ast::swc::ast::Param) {
+        self.note_typed_api(&param.pat);
+        param.visit_children_with(self);
+    }
+
+    fn visit_arrow_expr(&mut self, arrow: &deno_ast::swc::ast::ArrowExpr) {
+        for pat in &arrow.params {
+            self.note_typed_api(pat);
+        }
+        arrow.visit_children_with(self);
+    }
+
     fn visit_var_decl(&mut self, decl: &deno_ast::swc::ast::VarDecl) {
+        // What a `const` holds is what it was bound to: a literal string, or a number
+        // computed with a fraction (a `let` may be made whole later).
         if decl.kind == deno_ast::swc::ast::VarDeclKind::Const {
             for declarator in &decl.decls {
-                if let Pat::Ident(name) = &declarator.name
-                    && let Some(text) = declarator.init.as_deref().and_then(literal_text)
-                {
+                let (Pat::Ident(name), Some(init)) = (&declarator.name, declarator.init.as_deref())
+                else {
+                    continue;
+                };
+                if let Some(text) = literal_text(init) {
                     self.constants.insert(super::flow::resolved(&name.id), text);
+                }
+                if self.computes_fraction(init) || fraction(init).is_some() {
+                    self.fractional.insert(super::flow::resolved(&name.id));
                 }
             }
         }
@@ -1306,6 +1396,39 @@ impl Visit for Spans {
 
     fn visit_var_declarator(&mut self, declarator: &deno_ast::swc::ast::VarDeclarator) {
         use deno_ast::swc::ast::ObjectPatProp;
+        // A name for the SDK or one of its groups: `const stripe = api`, `const g =
+        // api.customers`, `const { refunds, customers: c } = api`.
+        if let Some(path) = declarator
+            .init
+            .as_deref()
+            .and_then(|init| self.sdk_path(init))
+        {
+            match &declarator.name {
+                Pat::Ident(name) => {
+                    self.sdk_aliases
+                        .insert(super::flow::resolved(&name.id), path);
+                }
+                Pat::Object(object) => {
+                    for prop in &object.props {
+                        let (key, bound) = match prop {
+                            ObjectPatProp::Assign(assign) => {
+                                (assign.key.sym.to_string(), &assign.key.id)
+                            }
+                            ObjectPatProp::KeyValue(pair) => {
+                                match (prop_key(&pair.key), &*pair.value) {
+                                    (Some(key), Pat::Ident(name)) => (key, &name.id),
+                                    _ => continue,
+                                }
+                            }
+                            ObjectPatProp::Rest(_) => continue,
+                        };
+                        self.sdk_aliases
+                            .insert(super::flow::resolved(bound), format!("{path}.{key}"));
+                    }
+                }
+                _ => {}
+            }
+        }
         // A function's value is the function: what its body reads does not flow into it.
         if let Some(init) = declarator
             .init
@@ -1313,11 +1436,6 @@ impl Visit for Spans {
             .filter(|init| !matches!(init, Expr::Arrow(_) | Expr::Fn(_) | Expr::Class(_)))
         {
             let from = init.span();
-            if let Pat::Ident(name) = &declarator.name
-                && (self.computes_fraction(init) || fraction(init).is_some())
-            {
-                self.fractional.insert(super::flow::resolved(&name.id));
-            }
             let mut names = Vec::new();
             super::flow::bound_names(&declarator.name, &mut names);
             self.bindings
@@ -1379,8 +1497,7 @@ impl Visit for Spans {
             }
         }
         if let Callee::Expr(callee) = &call.callee
-            && let Expr::Member(member) = &**callee
-            && let Some(name) = dotted(member)
+            && let Some(name) = self.sdk_path(callee)
             && let (Some(first), Some(last)) = (call.args.first(), call.args.last())
         {
             let called = match name.strip_prefix("api.").and_then(|n| n.rsplit_once('.')) {
@@ -1421,8 +1538,7 @@ impl Visit for Spans {
             self.fetches.push((method, parts, url, Vec::new()));
         }
         if let Callee::Expr(callee) = &call.callee
-            && let Expr::Member(member) = &**callee
-            && let Some(name) = dotted(member)
+            && let Some(name) = self.sdk_path(callee)
             && let Some((path, method)) = name.strip_prefix("api.").and_then(|n| n.rsplit_once('.'))
             && let Some(argument) = call.args.first()
             && let Expr::Object(object) = &*argument.expr
@@ -1492,8 +1608,7 @@ impl Visit for Spans {
             }
         }
         if let Callee::Expr(callee) = &call.callee
-            && let Expr::Member(member) = &**callee
-            && let Some(name) = dotted(member)
+            && let Some(name) = self.sdk_path(callee)
             && let Some((path, method)) = name.strip_prefix("api.").and_then(|n| n.rsplit_once('.'))
             && refused_arguments(&call.args)
         {
@@ -1506,7 +1621,7 @@ impl Visit for Spans {
             });
         }
         if let Callee::Expr(callee) = &call.callee
-            && rooted_at_api(callee)
+            && self.sdk_path(callee).is_some()
         {
             self.calls.push((call.span.lo.0, call.span.hi.0));
             if let Some(first) = call.args.first().filter(|a| a.spread.is_none()) {

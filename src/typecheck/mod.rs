@@ -602,7 +602,12 @@ impl TypeCheck {
         let requests = document
             .raw_requests
             .iter()
-            .map(|request| Ok(request.clone()))
+            .map(
+                |request| match routes::doubled_base(request, &self.base_url) {
+                    Some(doubled) => Err((doubled, request)),
+                    None => Ok(request.clone()),
+                },
+            )
             .chain(fetched)
             .take(MAX_JUDGED);
         diagnostics.extend(requests.flat_map(|request| {
@@ -849,8 +854,10 @@ fn refused_in_call(diagnostic: &Diagnostic, known: &Known<'_>) -> bool {
                 .find(|line| line.starts_with("Type '") || line.starts_with("Property '"));
             first.is_some_and(|line| {
                 other_kind(line, known)
-                    || missing_property(line).is_some_and(|name| {
-                        !known.document.member_assigned.contains(name)
+                    || missing_properties(line).is_some_and(|names| {
+                        names
+                            .iter()
+                            .all(|name| !known.document.member_assigned.contains(*name))
                             && !known.document.text.contains("Object.assign")
                     })
             })
@@ -901,8 +908,8 @@ fn kinds(ty: &str, known: &Known<'_>) -> Option<BTreeSet<Kind>> {
         match kind_of_literal(member) {
             Some(Some(kind)) => kinds.insert(kind),
             Some(None) => continue,
-            // A Date goes out as its ISO string.
-            None if member == "Date" => kinds.insert(Kind::String),
+            // The SDK takes a Date as the object it is, never a string or a number.
+            None if member == "Date" => kinds.insert(Kind::Object),
             // A schema parsed from JSON that is an object (not an enum's alias, nor a type
             // the code declares, whose kind the message does not show).
             None if known.json_types.contains(member)
@@ -979,18 +986,33 @@ fn other_literal(given: &str, target: &str) -> bool {
     }
 }
 
-/// The property a line of a message says is missing and required: `Property 'items' is
-/// missing in type '...' but required in type '...'`.
-fn missing_property(line: &str) -> Option<&str> {
-    let rest = line.trim().strip_prefix("Property '")?;
-    let (name, rest) = rest.split_once('\'')?;
-    let source = rest
-        .strip_prefix(" is missing in type '")?
-        .split_once("' but required in type")?
-        .0;
+/// The required properties a line of a message says an object written out lacks: `Property
+/// 'items' is missing in type '{ ... }' but required in type '...'`, or `Type '{ ... }' is
+/// missing the following properties from type '...': items, currency`.
+fn missing_properties(line: &str) -> Option<Vec<&str>> {
+    let line = line.trim();
+    let (source, names) = if let Some(rest) = line.strip_prefix("Property '") {
+        let (name, rest) = rest.split_once('\'')?;
+        let source = rest
+            .strip_prefix(" is missing in type '")?
+            .split_once("' but required in type")?
+            .0;
+        (source, vec![name])
+    } else {
+        let rest = line.strip_prefix("Type '")?;
+        let (source, rest) =
+            rest.split_once("' is missing the following properties from type '")?;
+        let names = rest.rsplit_once("': ")?.1.trim_end_matches('.');
+        let names = names
+            .split(", ")
+            .map(str::trim)
+            .filter(|name| !name.is_empty() && !name.contains(' '))
+            .collect();
+        (source, names)
+    };
     // Only an object written out with its keys: a `Record` or an index signature may hold
     // the property whatever its type says.
-    (source.starts_with('{') && !source.contains("]: ")).then_some(name)
+    (source.starts_with('{') && !source.contains("]: ")).then_some(names)
 }
 
 /// Whether every member of a type is an object type written out (`{ total_count: number;
@@ -1025,8 +1047,27 @@ fn meant(diagnostic: &Diagnostic, known: &Known<'_>) -> Option<String> {
         _ => {
             let groups = sdk_type_in(&diagnostic.message, known.group_types)?;
             let name = property_in(&diagnostic.message)?;
+            // The method called on it, when the missing name is a group (`gh.pullRequests
+            // .list(...)`): what it means is in both.
+            let document = known.document;
+            let after = document
+                .offset_of(diagnostic.line, diagnostic.character)
+                .and_then(|at| document.text.get(at..))
+                .and_then(|rest| rest.strip_prefix(name))
+                .and_then(|rest| rest.strip_prefix('.'))
+                .map(|rest| {
+                    let end = rest
+                        .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
+                        .unwrap_or(rest.len());
+                    &rest[..end]
+                })
+                .filter(|method| !method.is_empty());
+            let name = match after {
+                Some(method) => format!("{name}.{method}"),
+                None => name.to_owned(),
+            };
             match groups.first().map(String::as_str) {
-                Some("") | None => name.to_owned(),
+                Some("") | None => name,
                 Some(group) => format!("{group}.{name}"),
             }
         }

@@ -77,11 +77,32 @@ pub fn unknown(request: &RawRequest, operations: &[Operation]) -> Option<String>
         return None;
     }
     let same_method = |op: &&Operation| op.method.eq_ignore_ascii_case(&request.method);
+    let strictly = |op: &&Operation| fits_with(&request.path, &op.path, 1, false, false);
     if operations
         .iter()
         .filter(same_method)
-        .any(|op| fits(&request.path, &op.path, 1))
+        .any(|op| strictly(&op))
     {
+        return None;
+    }
+    // Reached only through a last parameter that holds slashes (`commits/{ref}` taking
+    // `abc/checkruns`): fine, unless a longer route is written nearly so
+    // (`commits/{ref}/check-runs`).
+    let length = |op: &Operation| op.path.split('/').filter(|s| !s.is_empty()).count();
+    let open = operations
+        .iter()
+        .filter(same_method)
+        .filter(|op| fits(&request.path, &op.path, 1))
+        .map(length)
+        .min();
+    let near: Vec<&Operation> = operations
+        .iter()
+        .filter(same_method)
+        .filter(|op| open.is_none_or(|shortest| length(op) > shortest))
+        .filter(|op| fits_with(&request.path, &op.path, 1, false, true))
+        .take(3)
+        .collect();
+    if near.is_empty() && open.is_some() {
         return None;
     }
     let written: String = request
@@ -100,7 +121,13 @@ pub fn unknown(request: &RawRequest, operations: &[Operation]) -> Option<String>
         .take(4)
         .map(|op| format!("{} {} (api.{}.{})", op.method, op.path, op.group, op.name))
         .collect();
-    let hint = if !other_methods.is_empty() {
+    let hint = if !near.is_empty() {
+        let listed: Vec<String> = near
+            .iter()
+            .map(|op| format!("{} {} (api.{}.{})", op.method, op.path, op.group, op.name))
+            .collect();
+        format!("did you mean {}?", listed.join(", or "))
+    } else if !other_methods.is_empty() {
         format!("that path takes {}", other_methods.join(", "))
     } else {
         let mut near: Vec<(usize, &Operation)> = operations
@@ -188,27 +215,60 @@ pub fn fetched(request: &RawRequest, base: &url::Url) -> Result<Option<RawReques
     }
 }
 
-/// Whether the spec describes the part of the API a written path is in: its first segment is
-/// one an operation's path starts with, or near one (`/refund` by `/refunds`, a misspelling),
-/// but not another version (`/v2/...` where the spec has `/v1`). What the spec does not
-/// cover (GitHub's `/graphql`, Stripe's `/v2`) is not judged: the provider may serve it.
-fn covered(parts: &[Part], operations: &[Operation]) -> bool {
-    let Some(Segment::Text(first)) = segments(parts).into_iter().next() else {
-        return true;
+/// Why an `api.request` path that starts with the API's base path (`/client/v4/zones` under
+/// `https://api.cloudflare.com/client/v4`) reaches nothing: its paths start at the base URL,
+/// so that one asks for `/client/v4/client/v4/zones`. `None` for any other path, or a base
+/// URL without a path.
+pub fn doubled_base(request: &RawRequest, base: &url::Url) -> Option<String> {
+    let base_path = base.path().trim_end_matches('/');
+    let Some(Part::Text(first)) = request.path.first() else {
+        return None;
     };
+    let rest = first.strip_prefix(base_path)?;
+    (!base_path.is_empty() && rest.starts_with('/')).then(|| {
+        format!(
+            "api.request(\"{}\", \"{first}...\") asks for {}{first}...: its paths start at the \
+             base URL {}, so write \"{rest}...\" without {base_path}",
+            request.method,
+            base.as_str().trim_end_matches('/'),
+            base.as_str().trim_end_matches('/'),
+        )
+    })
+}
+
+/// Whether the spec describes the part of the API a written path is in: its first segment
+/// after a version one (`v1`) is, or is near, one an operation's path has there (`/refund`
+/// by `/refunds`; `/invoiceitems` without Stripe's `/v1` too), and a version it writes is
+/// one the spec has. What the spec does not cover (GitHub's `/graphql`, Stripe's `/v2/...`)
+/// is not judged: the provider may serve it.
+fn covered(parts: &[Part], operations: &[Operation]) -> bool {
     let version = |s: &str| {
         s.strip_prefix('v')
             .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
     };
+    let written = segments(parts);
+    let mut written = written.iter().peekable();
+    let written_version = match written.peek() {
+        Some(Segment::Text(first)) if version(first) => written.next(),
+        _ => None,
+    };
+    let Some(Segment::Text(resource)) = written.next() else {
+        return true;
+    };
     operations.iter().any(|op| {
-        let Some(theirs) = op.path.split('/').find(|s| !s.is_empty()) else {
+        let mut theirs = op.path.split('/').filter(|s| !s.is_empty()).peekable();
+        let their_version = theirs.next_if(|s| version(s));
+        if let Some(Segment::Text(wanted)) = written_version
+            && their_version != Some(wanted.as_str())
+        {
             return false;
-        };
-        theirs == first
-            || (theirs.starts_with('{') && theirs.ends_with('}'))
-            || (!(version(theirs) && version(&first))
-                && (crate::spec::singular(theirs) == crate::spec::singular(&first)
-                    || distance(theirs, &first) <= 2))
+        }
+        theirs.next().is_some_and(|their| {
+            their == resource
+                || (their.starts_with('{') && their.ends_with('}'))
+                || crate::spec::singular(their) == crate::spec::singular(resource)
+                || distance(their, resource) <= 2
+        })
     })
 }
 
@@ -218,23 +278,30 @@ fn covered(parts: &[Part], operations: &[Operation]) -> bool {
 /// segment holding a substitution at least `least` of the template's segments, any number
 /// more (it may hold slashes; with `least` 0, nothing).
 fn fits(parts: &[Part], template: &str, least: usize) -> bool {
+    fits_with(parts, template, least, true, false)
+}
+
+/// [`fits`], with a last parameter that holds slashes taking several segments only when
+/// `open`, and written text within two edits of the template's taken for it when `near`.
+fn fits_with(parts: &[Part], template: &str, least: usize, open: bool, near: bool) -> bool {
     let written = segments(parts);
     let template: Vec<&str> = template.split('/').filter(|s| !s.is_empty()).collect();
     let (n, m) = (written.len(), template.len());
     // The last segment, when a parameter alone whose values hold slashes, may be several: a
     // file's path in GitHub's `contents/{path}`, a ref or a branch (`heads/main`,
     // `feature/login`), a model in Cloudflare's `ai/run/{model_name}`, a key's name.
-    let open_end = template.last().is_some_and(|last| {
-        last.strip_prefix('{')
-            .and_then(|name| name.strip_suffix('}'))
-            .is_some_and(|name| {
-                name.contains("path")
-                    || matches!(
-                        name,
-                        "ref" | "basehead" | "branch" | "key_name" | "model_name" | "filename"
-                    )
-            })
-    });
+    let open_end = open
+        && template.last().is_some_and(|last| {
+            last.strip_prefix('{')
+                .and_then(|name| name.strip_suffix('}'))
+                .is_some_and(|name| {
+                    name.contains("path")
+                        || matches!(
+                            name,
+                            "ref" | "basehead" | "branch" | "key_name" | "model_name" | "filename"
+                        )
+                })
+        });
     // reach[i][j]: the first i written segments can reach the first j of the template.
     let mut reach = vec![vec![false; m + 1]; n + 1];
     reach[0][0] = true;
@@ -254,7 +321,12 @@ fn fits(parts: &[Part], template: &str, least: usize) -> bool {
                     }
                 }
                 Segment::Text(got) => {
-                    if reach[i][j] && j < m && crate::sdk::Sdk::segment_fits(template[j], got) {
+                    let close =
+                        |want: &str| near && !want.contains('{') && distance(want, got) <= 2;
+                    if reach[i][j]
+                        && j < m
+                        && (crate::sdk::Sdk::segment_fits(template[j], got) || close(template[j]))
+                    {
                         reach[i + 1][j + 1] = true;
                     }
                 }
@@ -371,6 +443,47 @@ mod tests {
         assert!(unknown(&request("POST", "/v2/core/event_destinations"), &ops).is_none());
         assert!(unknown(&request("POST", "/graphql"), &ops).is_none());
         assert!(unknown(&request("GET", "/v1/customers"), &ops).is_none());
+        // Stripe's `/v1` forgotten is in the part the spec covers.
+        assert!(unknown(&request("POST", "/refunds"), &ops).is_some());
+        // A typo after a last parameter that holds slashes is no part of it.
+        let github = [
+            crate::testing::operation(
+                "c",
+                "GET",
+                "/repos/{owner}/{repo}/commits/{ref}",
+                "repos",
+                "getCommit",
+            ),
+            crate::testing::operation(
+                "r",
+                "GET",
+                "/repos/{owner}/{repo}/commits/{ref}/check-runs",
+                "checks",
+                "listForRef",
+            ),
+            crate::testing::operation(
+                "f",
+                "GET",
+                "/repos/{owner}/{repo}/contents/{path}",
+                "repos",
+                "getContent",
+            ),
+            crate::testing::operation(
+                "m",
+                "GET",
+                "/repos/{owner}/{repo}/comments",
+                "repos",
+                "listComments",
+            ),
+        ];
+        let typo = unknown(&request("GET", "/repos/o/r/commits/abc/checkruns"), &github).unwrap();
+        assert!(
+            typo.contains("did you mean GET /repos/{owner}/{repo}/commits/{ref}/check-runs"),
+            "{typo}"
+        );
+        assert!(unknown(&request("GET", "/repos/o/r/commits/feature/x"), &github).is_none());
+        assert!(unknown(&request("GET", "/repos/o/r/contents/"), &github).is_none());
+        assert!(unknown(&request("GET", "/repos/o/r/contents/docs/a.md"), &github).is_none());
     }
 
     #[test]

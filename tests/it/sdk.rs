@@ -177,11 +177,11 @@ async fn bad_calls_fail_before_any_request_with_a_fix() {
     let cases = [
         (
             "api.widgets.creat({ name: 'x' })",
-            "no method `api.widgets.creat`; did you mean `create`?",
+            "no method `api.widgets.creat`; did you mean api.widgets.create (POST /echo/widgets: Create a widget.)? Methods of api.widgets: create, get",
         ),
         (
             "api.widgts.create({ name: 'x' })",
-            "no group `api.widgts`; did you mean `widgets`?",
+            "no group `api.widgts`; did you mean api.widgets.",
         ),
         (
             "api.widgets.create({ size: 'small' })",
