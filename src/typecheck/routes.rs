@@ -315,8 +315,10 @@ fn fits_with(parts: &[Part], template: &str, least: usize, open: bool, near: boo
                 Segment::Many => {
                     reach[i + 1][j] |= j >= least && (0..=j - least).any(|k| reach[i][k]);
                 }
+                // An id is a parameter's value, never a word of the route
+                // (`pulls/${pull_number}/merge` is not `pulls/comments/{comment_id}`).
                 Segment::One => {
-                    if reach[i][j] && j < m {
+                    if reach[i][j] && j < m && template[j].contains('{') {
                         reach[i + 1][j + 1] = true;
                     }
                 }
@@ -578,6 +580,12 @@ mod tests {
         assert!(!fits(&singular, template, 1));
         let record = [text("/zones/"), Part::One, text("/dns_records/"), Part::One];
         assert!(fits(&record, template, 1));
+        let merge = [text("/repos/o/r/pulls/"), Part::One, text("/merge")];
+        assert!(!fits(
+            &merge,
+            "/repos/{owner}/{repo}/pulls/comments/{comment_id}",
+            1
+        ));
         assert!(fits(
             &[text("/files/"), Part::One, text(".zip")],
             "/files/{name}.zip",
