@@ -1,7 +1,8 @@
 // The type check's cost, end to end through the official TypeScript client over stdio: a
-// trivial execute with the check on and off, a check-bound script (one SDK call that is
-// refused), four at once with the check on and off, and the compiler's memory; for the demo
-// and the three real specs. Prints a Markdown table. Run: node typecheck.mjs (env SDKBOX_BIN, TSC,
+// trivial execute with the check on and off (`return 1;`, which names no SDK and is not
+// checked, and one that names the SDK without sending anything, which is), a check-bound
+// script (one SDK call that is refused), four at once with the check on and off, and the
+// compiler's memory; for the demo and the three real specs. Prints a Markdown table. Run: node typecheck.mjs (env SDKBOX_BIN, TSC,
 // SPECS_DIR; N calls each, default 100).
 
 import { execFileSync } from "node:child_process";
@@ -54,22 +55,25 @@ async function throughput(client) {
   return Math.round(n / ((performance.now() - t) / 1000));
 }
 
-console.log("| provider | start, check on / off (ms) | trivial execute, off p50/p95 | on p50/p95 | refused by the check p50/p95 | 4 at once: calls/s on / off | compiler RSS |");
-console.log("|---|---:|---:|---:|---:|---:|---:|");
+console.log("| provider | start, check on / off (ms) | trivial execute, off p50/p95 | on p50/p95 | naming the SDK, off p50/p95 | on p50/p95 | refused by the check p50/p95 | 4 at once: calls/s on / off | compiler RSS |");
+console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
 for (const [name, args, wrong] of providers) {
   const off = await session([...args, "--typecheck", "off"]);
   await timed(off.client, "return 1;", 5);
   const offTimes = await timed(off.client, "return 1;", n);
+  const naming = wrong.replace(/\.lst\(\);$/, ".list;").replace("return ", "return typeof ");
+  const offNaming = await timed(off.client, naming, n);
   const offThroughput = await throughput(off.client);
   await off.client.close();
   const on = await session([...args, "--tsc", tsc]);
   await timed(on.client, "return 1;", 5);
   const onTimes = await timed(on.client, "return 1;", n);
+  const onNaming = await timed(on.client, naming, n);
   const refusedTimes = await timed(on.client, wrong, n);
   const onThroughput = await throughput(on.client);
   const rss = rssOfCompiler(on.transport.pid);
   await on.client.close();
   const f = (xs) => `${pct(xs, 0.5).toFixed(1)} / ${pct(xs, 0.95).toFixed(1)}`;
   const ratio = Math.round((100 * onThroughput) / offThroughput);
-  console.log(`| ${name} | ${on.startMs.toFixed(0)} / ${off.startMs.toFixed(0)} | ${f(offTimes)} | ${f(onTimes)} | ${f(refusedTimes)} | ${onThroughput} / ${offThroughput} (${ratio}%) | ${rss} MiB |`);
+  console.log(`| ${name} | ${on.startMs.toFixed(0)} / ${off.startMs.toFixed(0)} | ${f(offTimes)} | ${f(onTimes)} | ${f(offNaming)} | ${f(onNaming)} | ${f(refusedTimes)} | ${onThroughput} / ${offThroughput} (${ratio}%) | ${rss} MiB |`);
 }

@@ -96,7 +96,13 @@ pub struct Gateway {
     /// Requests made while the hold waits for its verdict: past the execution's request
     /// budget none could be sent anyway, and each waiting one keeps its body in memory.
     held: std::sync::atomic::AtomicU32,
+    /// SDK calls refused so far: past [`EXPLAINED_REFUSALS`], a refusal does not rank
+    /// suggestions (each is a pass over every operation, on the server's threads).
+    refused: std::sync::atomic::AtomicU32,
 }
+
+/// SDK calls of one execution whose refusal says what may have been meant.
+const EXPLAINED_REFUSALS: u32 = 8;
 
 /// Slots a gateway numbers the requests of (at most one per operation of the SDK; a bound
 /// all the same); past them, a request goes without a position and the approval gate counts
@@ -112,6 +118,7 @@ impl Gateway {
             hold: None,
             positions: Mutex::default(),
             held: std::sync::atomic::AtomicU32::new(0),
+            refused: std::sync::atomic::AtomicU32::new(0),
         }
     }
 
@@ -228,10 +235,18 @@ impl Network for Gateway {
 
     fn call(&self, call: SdkCall) -> NetworkFuture {
         let prepared = match &self.sdk {
-            Some(sdk) => sdk.prepare(&call).map_err(|e| NetworkError {
-                kind: "invalid_call".into(),
-                message: e.to_string(),
-            }),
+            Some(sdk) => {
+                let explain =
+                    self.refused.load(std::sync::atomic::Ordering::Relaxed) < EXPLAINED_REFUSALS;
+                sdk.prepare_with(&call, explain).map_err(|e| {
+                    self.refused
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    NetworkError {
+                        kind: "invalid_call".into(),
+                        message: e.to_string(),
+                    }
+                })
+            }
             None => Err(NetworkError {
                 kind: "invalid_call".into(),
                 message: format!(

@@ -114,6 +114,14 @@ impl Sdk {
         }
     }
 
+    /// The operation `api.<group>.<method>` reaches at run time, if any (see
+    /// [`Sdk::operation`]), without the words of an error: for the type check, which asks
+    /// this of every name it judges.
+    pub fn resolve(&self, group: &str, method: &str) -> Option<&Operation> {
+        let index = self.names.resolve(group, method)?;
+        self.api.operations.get(index)
+    }
+
     /// What a name that reaches nothing (`pullRequests.list`, after `api.`) may have meant,
     /// ranked by meaning before spelling: `; did you mean api.pulls.list (GET ...: List pull
     /// requests)?`, or `.` when nothing comes near.
@@ -154,7 +162,7 @@ impl Sdk {
         key: &str,
         value: &Value,
     ) -> Option<String> {
-        let op = self.operation(group, method).ok()?;
+        let op = self.resolve(group, method)?;
         let shape = match op.params.iter().find(|p| p.name == key) {
             Some(param) => &param.shape,
             None => match op.body.as_ref().map(|b| &*b.shape) {
@@ -190,7 +198,15 @@ impl Sdk {
 
     /// Checks a call against the spec and encodes it as a request for egress.
     pub fn prepare(&self, call: &SdkCall) -> Result<ScriptRequest, CallError> {
-        let op = self.operation(&call.group, &call.method)?;
+        self.prepare_with(call, true)
+    }
+
+    /// [`Sdk::prepare`], saying what may have been meant by a name that reaches nothing only
+    /// when `explain` (ranking suggestions costs a pass over every operation: a script that
+    /// keeps calling names that do not exist gets them for its first few only).
+    pub fn prepare_with(&self, call: &SdkCall, explain: bool) -> Result<ScriptRequest, CallError> {
+        let index = self.names.find_with(&call.group, &call.method, explain)?;
+        let op = &self.api.operations[index];
         let at = format!("api.{}.{} ({} {})", op.group, op.name, op.method, op.path);
         let empty = Map::new();
         if call.extra > 0 {

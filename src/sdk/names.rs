@@ -147,6 +147,24 @@ impl Names {
     /// The index of the operation `api.<group>.<method>` names, or an error that says what
     /// exists.
     pub(super) fn find(&self, group: &str, method: &str) -> Result<usize, CallError> {
+        self.find_with(group, method, true)
+    }
+
+    /// The index of the operation `api.<group>.<method>` names, if one: as [`Names::find`],
+    /// without working out what to say when none does (the type check asks this of every
+    /// name it judges; suggestions rank every operation).
+    pub(super) fn resolve(&self, group: &str, method: &str) -> Option<usize> {
+        self.find_with(group, method, false).ok()
+    }
+
+    /// [`Names::find`]; what exists and what may have been meant worked out only when
+    /// `explain` (else a short error that says to search).
+    pub(super) fn find_with(
+        &self,
+        group: &str,
+        method: &str,
+        explain: bool,
+    ) -> Result<usize, CallError> {
         let length = group.len() + 1 + method.len();
         if length > self.longest {
             let called = format!("{group}.{method}");
@@ -185,7 +203,11 @@ impl Names {
                     all.join(", ")
                 )))
             }
-            (None, _) => Err(self.not_found(group, method)),
+            (None, _) if explain => Err(self.not_found(group, method)),
+            (None, _) => Err(CallError(format!(
+                "no `api.{}` in this SDK: search the docs for the operation you need",
+                crate::egress::cut(&format!("{group}.{method}"), NAME_SHOWN)
+            ))),
         }
     }
 

@@ -408,6 +408,12 @@ impl TypeCheck {
                 "not type-checked: the code is larger than the check takes".into(),
             ]);
         }
+        // Code that names neither the SDK nor `fetch` cannot reach the provider: nothing in it
+        // could be stopped, so no compiler is asked, and a call that only computes costs the
+        // check nothing.
+        if !code.contains("api") && !code.contains("fetch") {
+            return Verdict::Run(Vec::new());
+        }
         // Nothing is parsed for a check that cannot run yet.
         let checkers = match self.checker.get() {
             Some(Ok(checkers)) => checkers,
@@ -535,7 +541,7 @@ impl TypeCheck {
                 .iter()
                 .take(MAX_JUDGED)
                 .filter_map(|call| {
-                    let op = self.sdk.operation(&call.group, &call.method).ok()?;
+                    let op = self.sdk.resolve(&call.group, &call.method)?;
                     Some(Diagnostic {
                         code: ROUTE,
                         message: crate::sdk::positional(op, call.arguments),
@@ -664,7 +670,7 @@ fn resolves(known: &Known<'_>, diagnostic: &Diagnostic) -> bool {
         let Some((method, group)) = parts.split_last() else {
             return false;
         };
-        return !group.is_empty() && known.sdk.operation(&group.join("."), method).is_ok();
+        return !group.is_empty() && known.sdk.resolve(&group.join("."), method).is_some();
     }
     on_sdk(known, diagnostic) == Some(true)
 }
@@ -684,7 +690,7 @@ fn on_sdk(known: &Known<'_>, diagnostic: &Diagnostic) -> Option<bool> {
             true => name.to_owned(),
             false => format!("{group}.{name}"),
         };
-        (!group.is_empty() && known.sdk.operation(group, name).is_ok())
+        (!group.is_empty() && known.sdk.resolve(group, name).is_some())
             || (!called && known.sdk.has_group(&nested))
     };
     let count = groups.iter().filter(|g| resolved(g)).count();
@@ -1137,9 +1143,9 @@ fn tested_properties<'a>(document: &'a Document, reach: &flow::Reach<'_>) -> Has
 /// method by its operation's method, a raw request by its literal one.
 fn sends_write(called: &flow::Called, sdk: &Sdk) -> bool {
     let method = match called {
-        flow::Called::Sdk { group, method } => match sdk.operation(group, method) {
-            Ok(op) => op.method.to_ascii_uppercase(),
-            Err(_) => return false,
+        flow::Called::Sdk { group, method } => match sdk.resolve(group, method) {
+            Some(op) => op.method.to_ascii_uppercase(),
+            None => return false,
         },
         flow::Called::Raw { method } => method.to_ascii_uppercase(),
     };

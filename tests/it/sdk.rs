@@ -170,6 +170,38 @@ return { created, fetched, charged };
     assert_eq!(operations, ["createWidget", "getWidget", "PostCharges"]);
 }
 
+/// A script that keeps calling names that do not exist gets suggestions for its first eight
+/// refusals only (each ranks every operation, on the server's threads), then a short error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suggestions_for_names_that_reach_nothing_are_bounded_per_execution() {
+    let provider = Provider::start().await;
+    let sandbox = sandbox(&provider).await;
+    let code = "const said = [];\nfor (let i = 0; i < 50; i++) {\n  try { await api.widgets['creat' + i]({}); } catch (e) { said.push(e.message); }\n}\nreturn said;";
+    let outcome = run(&sandbox, code).await;
+    let said: Vec<&str> = outcome
+        .result
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    assert_eq!(said.len(), 50, "{said:?}");
+    assert!(
+        said[..8]
+            .iter()
+            .all(|m| m.contains("did you mean api.widgets.create")),
+        "{said:?}"
+    );
+    assert!(
+        said[8..]
+            .iter()
+            .all(|m| m.contains("search the docs for the operation you need")
+                && !m.contains("did you mean")),
+        "{said:?}"
+    );
+    assert!(outcome.http.is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_calls_fail_before_any_request_with_a_fix() {
     let provider = Provider::start().await;
