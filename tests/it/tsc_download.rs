@@ -114,7 +114,7 @@ async fn the_pinned_compiler_is_downloaded_once_checked_and_used() {
     let mut server = fresh_server(cache.path(), &registry.url).await;
 
     // While the download is held, scripts run unchecked and say so.
-    let outcome = execute(&mut server, 2, "return 1 + 1;").await;
+    let outcome = execute(&mut server, 2, "const sdk = api;\nreturn 1 + 1;").await;
     assert_eq!(outcome["ok"], true, "{outcome}");
     assert!(
         outcome["warnings"]
