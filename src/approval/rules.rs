@@ -101,7 +101,8 @@ impl Rules {
         // A rule may name an operation by a name `[names]` renamed away (`subscriptions.del`
         // for `subscriptions.cancel`): it still holds, but only to make the operation's rule
         // stricter, so that renaming never loosens a rule (a glob of its former group,
-        // `storage.*` for `kv.namespaces.delete`, never allows what its own name does not).
+        // `storage.*` for `kv.namespaces.delete`, never allows what its own name does not),
+        // and never over a rule naming the operation exactly as it is now.
         let every_name = |index: usize| {
             std::iter::once(names[index].as_str())
                 .chain(operations[index].former.iter().map(String::as_str))
@@ -117,14 +118,21 @@ impl Rules {
             }
         }
         let mut of = Vec::with_capacity(operations.len());
+        // Rules that decided some operation's rule, by a name it has now or had.
+        let mut deciding: std::collections::HashSet<String> = std::collections::HashSet::new();
         for (op, name) in operations.iter().zip(&names) {
             let write = crate::egress::is_write(&op.method);
-            // The rule its own name gets; a stricter one a former name gets.
+            // The rule its own name gets; a stricter one a former name gets, unless a rule
+            // names it exactly.
             let former = op
                 .former
                 .iter()
+                .filter(|_| !file.operations.contains_key(name))
                 .filter_map(|name| best_rule(&file.operations, name))
                 .max_by_key(|(_, rule)| *rule);
+            if let Some((pattern, _)) = best_rule(&file.operations, name) {
+                deciding.insert(pattern.to_owned());
+            }
             let rule = if overrides.read_only && write {
                 (Rule::Deny, "--read-only".to_owned())
             } else if let Some((pattern, rule)) = best_rule(&file.operations, name) {
@@ -140,13 +148,36 @@ impl Rules {
                 (Rule::Allow, "reads are allowed".to_owned())
             };
             let rule = match former {
-                Some((pattern, stricter)) if stricter > rule.0 => (
-                    stricter,
-                    format!("[policy.operations] \"{pattern}\" (a name it had before [names])"),
-                ),
+                Some((pattern, stricter)) if stricter > rule.0 => {
+                    deciding.insert(pattern.to_owned());
+                    (
+                        stricter,
+                        format!("[policy.operations] \"{pattern}\" (a name it had before [names])"),
+                    )
+                }
                 _ => rule,
             };
             of.push(rule);
+        }
+        // A rule that names operations only by former names and makes none stricter would
+        // be read as a rule and do nothing: said at start, with their names now.
+        for pattern in file.operations.keys() {
+            let now = names.iter().any(|name| glob(pattern, name));
+            if !now && !deciding.contains(pattern) {
+                let renamed: Vec<&str> = operations
+                    .iter()
+                    .zip(&names)
+                    .filter(|(op, _)| op.former.iter().any(|f| glob(pattern, f)))
+                    .map(|(_, name)| name.as_str())
+                    .take(5)
+                    .collect();
+                return Err(format!(
+                    "[policy.operations] \"{pattern}\" names only operations [names] renamed \
+                     (now {}): a rule on a former name only makes a rule stricter, and this one \
+                     makes none stricter. Name them as they are now.",
+                    renamed.join(", ")
+                ));
+            }
         }
         let unmatched_write = if overrides.read_only {
             (Rule::Deny, "--read-only".to_owned())
@@ -588,22 +619,33 @@ mod tests {
         let build = |file: &str| {
             let file: PolicyFile = toml::from_str(file).unwrap();
             let base = Url::parse("http://127.0.0.1:9/v1").unwrap();
-            Rules::build(Some(renamed()), base, &file, PolicyOverrides::default()).unwrap()
+            Rules::build(Some(renamed()), base, &file, PolicyOverrides::default())
         };
-        let delete = |rules: &Rules| rules.classify("DELETE", &url("/customers/cus_1")).rule;
+        let delete = |rules: Rules| rules.classify("DELETE", &url("/customers/cus_1")).rule;
         let file = "writes = \"allow\"\n[operations]\n\"*.delete\" = \"deny\"";
-        assert_eq!(delete(&build(file)), Rule::Deny);
+        assert_eq!(delete(build(file).unwrap()), Rule::Deny);
         let file = "writes = \"allow\"\n[operations]\n\"customers.delete\" = \"deny\"";
-        assert_eq!(delete(&build(file)), Rule::Deny);
-        // A former name only ever makes the rule stricter: a glob of it allowing what the
-        // operation's own name does not is no rule for it.
-        let file = "[operations]\n\"*.delete\" = \"deny\"\n\"customers.remove\" = \"allow\"";
-        assert_eq!(delete(&build(file)), Rule::Deny);
+        assert_eq!(delete(build(file).unwrap()), Rule::Deny);
+        // Only ever stricter: a glob of its own name denying wins over a former name's allow.
         let file =
             "writes = \"deny\"\n[operations]\n\"customers.*\" = \"deny\"\n\"*.delete\" = \"allow\"";
-        assert_eq!(delete(&build(file)), Rule::Deny);
-        let file = "writes = \"deny\"\n[operations]\n\"*.delete\" = \"allow\"";
-        assert_eq!(delete(&build(file)), Rule::Deny);
+        let error = build(file).err().unwrap();
+        assert!(
+            error.contains(
+                "\"*.delete\" names only operations [names] renamed (now customers.remove)"
+            ),
+            "{error}"
+        );
+        // A rule naming it exactly as it is now wins over any rule of a former name.
+        let file = "[operations]\n\"*.delete\" = \"deny\"\n\"customers.remove\" = \"allow\"";
+        let error = build(file).err().unwrap();
+        assert!(error.contains("makes none stricter"), "{error}");
+        let file = "[operations]\n\"customers.*\" = \"deny\"\n\"customers.remove\" = \"allow\"";
+        assert_eq!(delete(build(file).unwrap()), Rule::Allow);
+        // A rule that could only loosen, by a former name, is refused at start.
+        let file = "[operations]\n\"customers.delete\" = \"allow\"";
+        let error = build(file).err().unwrap();
+        assert!(error.contains("Name them as they are now"), "{error}");
     }
 
     #[test]

@@ -321,11 +321,22 @@ impl Document {
         let (text, inserted) = annotated(text, route_type);
         let parsed = parse(&text);
         let unparsable = !as_module && parsed.is_none();
+        let start = deno_ast::StartSourcePos::START_SOURCE_POS.as_byte_pos().0;
         let mut spans = Spans {
-            start: deno_ast::StartSourcePos::START_SOURCE_POS.as_byte_pos().0,
+            start,
             ..Spans::default()
         };
         if let Some(parsed) = parsed {
+            // Names for the SDK first, so that a function written before the alias it uses
+            // (`function make() { return stripe.x.create(...) }` above `const stripe = api`)
+            // has its calls seen as the SDK's.
+            let mut names = Spans {
+                start,
+                ..Spans::default()
+            };
+            parsed.program_ref().visit_with(&mut names);
+            spans.sdk_aliases = names.sdk_aliases;
+            spans.not_sdk = names.not_sdk;
             parsed.program_ref().visit_with(&mut spans);
         }
         let start = spans.start;
@@ -625,6 +636,8 @@ struct Spans {
     /// Names bound to the SDK or one of its groups, and the SDK name each is (`api`,
     /// `api.issues`).
     sdk_aliases: std::collections::HashMap<String, String>,
+    /// Bindings named `api` that are not the SDK (a parameter typed as something else).
+    not_sdk: std::collections::HashSet<String>,
     /// Names bound to a number with a fraction, or computed with one (see
     /// [`Spans::computes_fraction`]).
     fractional: std::collections::HashSet<String>,
@@ -1158,9 +1171,10 @@ impl Spans {
                 }
                 Expr::Paren(paren) => expr = &paren.expr,
                 Expr::Ident(root) => {
+                    let bound = super::flow::resolved(root);
                     let root = match root.sym.as_ref() {
-                        "api" => "api".to_owned(),
-                        _ => self.sdk_aliases.get(&super::flow::resolved(root))?.clone(),
+                        "api" if !self.not_sdk.contains(&bound) => "api".to_owned(),
+                        _ => self.sdk_aliases.get(&bound)?.clone(),
                     };
                     parts.reverse();
                     return Some(
@@ -1180,14 +1194,20 @@ impl Spans {
     /// every call hands `api`) as a name for it.
     fn note_typed_api(&mut self, pat: &Pat) {
         use deno_ast::swc::ast::{TsEntityName, TsType};
-        if let Pat::Ident(binding) = pat
-            && let Some(annotation) = &binding.type_ann
-            && let TsType::TsTypeRef(reference) = &*annotation.type_ann
-            && let TsEntityName::Ident(name) = &reference.type_name
-            && name.sym.as_ref() == "SdkboxApi"
-        {
+        let Pat::Ident(binding) = pat else {
+            return;
+        };
+        let Some(annotation) = &binding.type_ann else {
+            return;
+        };
+        let sdk = matches!(&*annotation.type_ann, TsType::TsTypeRef(reference)
+            if matches!(&reference.type_name, TsEntityName::Ident(name) if name.sym.as_ref() == "SdkboxApi"));
+        if sdk {
             self.sdk_aliases
                 .insert(super::flow::resolved(&binding.id), "api".to_owned());
+        } else if binding.id.sym.as_ref() == "api" {
+            // A parameter named `api` typed as something else is not the SDK.
+            self.not_sdk.insert(super::flow::resolved(&binding.id));
         }
     }
 

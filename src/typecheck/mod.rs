@@ -74,6 +74,9 @@ const MAX_MESSAGE: usize = 400;
 /// bounds a script of thousands of them).
 const MAX_DOUBTS: usize = 1_000;
 
+/// The compiler's diagnostics of one check that are judged, in the order it gives them.
+const MAX_DIAGNOSTICS: usize = 256;
+
 /// Characters of a message's suggestion ("Did you mean ...?") kept whole, at most.
 const MAX_SUGGESTION: usize = 300;
 
@@ -408,10 +411,12 @@ impl TypeCheck {
                 "not type-checked: the code is larger than the check takes".into(),
             ]);
         }
-        // Code that names neither the SDK nor `fetch` cannot reach the provider: nothing in it
+        // Code that names neither the SDK nor `fetch` (in any case: `SdkboxApi` is the SDK's
+        // type; nor in a Unicode escape, `\u0061pi`) cannot reach the provider: nothing in it
         // could be stopped, so no compiler is asked, and a call that only computes costs the
         // check nothing.
-        if !code.contains("api") && !code.contains("fetch") {
+        let lower = code.to_ascii_lowercase();
+        if !lower.contains("api") && !lower.contains("fetch") && !code.contains("\\u") {
             return Verdict::Run(Vec::new());
         }
         // Nothing is parsed for a check that cannot run yet.
@@ -517,12 +522,16 @@ impl TypeCheck {
             array_types: &self.array_types,
             group_types: &self.group_types,
             sdk: &self.sdk,
+            asked: std::cell::RefCell::default(),
         };
         // A name the SDK resolves at run time (`api.orders.retrieve` for `get`) is fine. A call
         // in another SDK's positional form is said once below, in sdkbox's words with its
         // form, not as the compiler's count of arguments.
+        // At most so many of the compiler's diagnostics are judged: each is some work, and a
+        // script of thousands of wrong lines needs no more than its first to be stopped.
         let mut diagnostics: Vec<Diagnostic> = diagnostics
             .into_iter()
+            .take(MAX_DIAGNOSTICS)
             .filter(|d| !resolves(&known, d))
             // `body: { ... }` is how the SDK also takes an object body's fields (the SDK
             // checks them as it takes them): nothing to warn about.
@@ -651,6 +660,33 @@ struct Known<'a> {
     array_types: &'a HashSet<String>,
     group_types: &'a HashMap<String, Vec<String>>,
     sdk: &'a Sdk,
+    /// What the SDK said of each name asked in this check (a script repeating one wrong
+    /// name thousands of times asks once).
+    asked: std::cell::RefCell<HashMap<String, bool>>,
+}
+
+impl Known<'_> {
+    /// Whether `api.<group>.<method>` reaches an operation at run time.
+    fn resolves_name(&self, group: &str, method: &str) -> bool {
+        let key = format!("{group}\u{0}{method}");
+        if let Some(known) = self.asked.borrow().get(&key) {
+            return *known;
+        }
+        let found = self.sdk.resolve(group, method).is_some();
+        self.asked.borrow_mut().insert(key, found);
+        found
+    }
+
+    /// Whether `api.<group>` reaches a group at run time.
+    fn has_group(&self, group: &str) -> bool {
+        let key = format!("{group}\u{0}");
+        if let Some(known) = self.asked.borrow().get(&key) {
+            return *known;
+        }
+        let found = self.sdk.has_group(group);
+        self.asked.borrow_mut().insert(key, found);
+        found
+    }
 }
 
 /// Whether `diagnostic` is about an SDK name the SDK resolves after all: written from `api`
@@ -670,7 +706,7 @@ fn resolves(known: &Known<'_>, diagnostic: &Diagnostic) -> bool {
         let Some((method, group)) = parts.split_last() else {
             return false;
         };
-        return !group.is_empty() && known.sdk.resolve(&group.join("."), method).is_some();
+        return !group.is_empty() && known.resolves_name(&group.join("."), method);
     }
     on_sdk(known, diagnostic) == Some(true)
 }
@@ -690,8 +726,8 @@ fn on_sdk(known: &Known<'_>, diagnostic: &Diagnostic) -> Option<bool> {
             true => name.to_owned(),
             false => format!("{group}.{name}"),
         };
-        (!group.is_empty() && known.sdk.resolve(group, name).is_some())
-            || (!called && known.sdk.has_group(&nested))
+        (!group.is_empty() && known.resolves_name(group, name))
+            || (!called && known.has_group(&nested))
     };
     let count = groups.iter().filter(|g| resolved(g)).count();
     match count {
@@ -1521,6 +1557,7 @@ mod tests {
             array_types: &json_types,
             group_types: &group_types,
             sdk: &sdk,
+            asked: std::cell::RefCell::default(),
         };
         let Verdict::Stop(error) =
             judge(&known, code, &[method.clone(), field.clone()], Mode::Block)
