@@ -92,6 +92,16 @@ pub fn query_pairs(
             for (field, inner) in fields {
                 match inner {
                     Value::Null => {}
+                    // A field that is a list is a parameter of its own in the same style,
+                    // repeated for each item (`dimensions=a&dimensions=b`, as Cloudflare's
+                    // analytics read a `query` object), not nested brackets.
+                    Value::Array(items)
+                        if items.iter().all(|i| !i.is_object() && !i.is_array()) =>
+                    {
+                        for item in items {
+                            out.push((field.clone(), scalar(item)));
+                        }
+                    }
                     Value::Object(_) | Value::Array(_) => nested_pairs(field, inner, out),
                     scalar_inner => out.push((field.clone(), scalar(scalar_inner))),
                 }
@@ -250,6 +260,12 @@ mod tests {
         assert_eq!(pairs(list(), Style::PipeDelimited, false), "k=a|b");
         assert_eq!(pairs(list(), Style::DeepObject, true), "k[]=a&k[]=b");
         assert_eq!(pairs(object(), Style::Form, true), "x=1&y=z");
+        // An exploded object's list field is repeated as a parameter of its own.
+        let query = json!({"dimensions": ["a", "b"], "limit": 2});
+        assert_eq!(
+            pairs(query, Style::Form, true),
+            "dimensions=a&dimensions=b&limit=2"
+        );
         assert_eq!(pairs(object(), Style::Form, false), "k=x,1,y,z");
         assert_eq!(pairs(object(), Style::DeepObject, true), "k[x]=1&k[y]=z");
         assert_eq!(pairs(json!(3), Style::Form, true), "k=3");
