@@ -15,7 +15,7 @@ pub use declarations::{GLOBALS, declarations, group_types};
 pub use typescript::{call_hint, signature, type_of};
 pub use validate::did_you_mean;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -83,8 +83,9 @@ pub struct CallError(pub String);
 pub struct Sdk {
     api: Arc<Api>,
     names: names::Names,
-    /// What each operation is about, for suggestions ranked by meaning.
-    described: Arc<Vec<suggest::Described>>,
+    /// What each operation is about, for suggestions ranked by meaning: made the first time
+    /// a name reaches nothing, not at start.
+    described: Arc<OnceLock<Vec<suggest::Described>>>,
 }
 
 impl Sdk {
@@ -101,11 +102,11 @@ impl Sdk {
                 .enumerate()
                 .flat_map(|(index, op)| op.former.iter().map(move |name| (name.clone(), index))),
         );
-        let described: Arc<Vec<suggest::Described>> =
-            Arc::new(api.operations.iter().map(suggest::Described::of).collect());
+        let described: Arc<OnceLock<Vec<suggest::Described>>> = Arc::default();
         let (operations, about) = (api.clone(), described.clone());
         names.suggest_with(Box::new(move |asked| {
-            suggest::said(&suggest::ranked(asked, &operations.operations, &about))
+            let about = about.get_or_init(|| suggest::Described::all(&operations.operations));
+            suggest::said(&suggest::ranked(asked, &operations.operations, about))
         }));
         Self {
             api,
@@ -126,11 +127,10 @@ impl Sdk {
     /// ranked by meaning before spelling: `; did you mean api.pulls.list (GET ...: List pull
     /// requests)?`, or `.` when nothing comes near.
     pub fn suggestion(&self, asked: &str) -> String {
-        suggest::said(&suggest::ranked(
-            asked,
-            &self.api.operations,
-            &self.described,
-        ))
+        let about = self
+            .described
+            .get_or_init(|| suggest::Described::all(&self.api.operations));
+        suggest::said(&suggest::ranked(asked, &self.api.operations, about))
     }
 
     /// The API this SDK calls.

@@ -47,6 +47,11 @@ pub(super) struct Described {
 }
 
 impl Described {
+    /// What each of `operations` is about, in their order.
+    pub(super) fn all(operations: &[Operation]) -> Vec<Self> {
+        operations.iter().map(Self::of).collect()
+    }
+
     /// The words of `op`'s group, name and summary.
     pub(super) fn of(op: &Operation) -> Self {
         let singulars = |text: &str| -> Vec<String> {
@@ -188,8 +193,7 @@ mod tests {
     }
 
     fn first(asked: &str, ops: &[Operation]) -> String {
-        let described: Vec<Described> = ops.iter().map(Described::of).collect();
-        let found = ranked(asked, ops, &described);
+        let found = ranked(asked, ops, &Described::all(ops));
         found
             .first()
             .map(|op| format!("{}.{}", op.group, op.name))
@@ -213,8 +217,7 @@ mod tests {
         assert_eq!(first("customers.fetch", &ops), "customers.retrieve");
         // A plain misspelling still finds its name.
         assert_eq!(first("customers.retreive", &ops), "customers.retrieve");
-        let described: Vec<Described> = ops.iter().map(Described::of).collect();
-        assert!(ranked("zzz.qqq", &ops, &described).is_empty());
+        assert!(ranked("zzz.qqq", &ops, &Described::all(&ops)).is_empty());
         assert_eq!(said(&[]), ".");
     }
 }

@@ -9,6 +9,9 @@
 
 use crate::spec::Operation;
 
+/// The longest raw path, in bytes, judged against the routes.
+const MAX_JUDGED_PATH: usize = 2_048;
+
 /// One part of a literal path: written text, or a template's substitution.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Part {
@@ -73,7 +76,17 @@ pub fn refused_body(request: &RawRequest, op: &Operation) -> Vec<(String, u32, u
 /// Why `request` reaches no operation of `operations`, with the nearest ones, or `None` when
 /// one fits (or may: a substitution can be any one or more segments).
 pub fn unknown(request: &RawRequest, operations: &[Operation]) -> Option<String> {
-    if !covered(&request.path, operations) {
+    // Matching costs the written segments times each template's: a path longer than any a
+    // provider serves is not judged, rather than make one check's work grow with it.
+    let written_length: usize = request
+        .path
+        .iter()
+        .map(|part| match part {
+            Part::Text(text) => text.len(),
+            Part::Any | Part::One => 1,
+        })
+        .sum();
+    if written_length > MAX_JUDGED_PATH || !covered(&request.path, operations) {
         return None;
     }
     let same_method = |op: &&Operation| op.method.eq_ignore_ascii_case(&request.method);
@@ -445,6 +458,9 @@ mod tests {
         assert!(unknown(&request("POST", "/v2/core/event_destinations"), &ops).is_none());
         assert!(unknown(&request("POST", "/graphql"), &ops).is_none());
         assert!(unknown(&request("GET", "/v1/customers"), &ops).is_none());
+        // A path longer than any route is not judged (its matching would grow with it).
+        let long = format!("/v1/refund{}", "/x".repeat(2_000));
+        assert!(unknown(&request("POST", &long), &ops).is_none());
         // Stripe's `/v1` forgotten is in the part the spec covers.
         assert!(unknown(&request("POST", "/refunds"), &ops).is_some());
         // A typo after a last parameter that holds slashes is no part of it.
