@@ -55,6 +55,7 @@ fn egress(base: &Url) -> Egress {
     Egress::new(EgressConfig {
         base_url: base.clone(),
         extra_origins: Vec::new(),
+        download_origins: Vec::new(),
         credential: None,
         limits: EgressLimits::default(),
     })

@@ -461,6 +461,7 @@ fn sdk_call_cost(runtime: &tokio::runtime::Runtime, specs: &Path) {
         method: "create".into(),
         params: serde_json::json!({"owner": "o", "repo": "r", "title": "Bug", "body": "text", "labels": ["bug"]}),
         extra: 0,
+        files: Vec::new(),
     };
     let mut times: Vec<Duration> = (0..2_000)
         .map(|_| {

@@ -67,6 +67,9 @@ pub struct ProviderFile {
     /// How `search_docs` ranks: `model_dir` for the embedding model.
     #[serde(default)]
     pub search: SearchFile,
+    /// Where the provider's downloads live: `[network] download_origins`.
+    #[serde(default)]
+    pub network: NetworkFile,
     /// The type check of `execute`: `block` (certain errors in SDK calls stop the run; the
     /// default), `warn` (never stops), or `off`.
     pub typecheck: Option<crate::typecheck::Mode>,
@@ -138,6 +141,17 @@ impl Default for ApprovalArgs {
 
 fn parse_rule(text: &str) -> Result<Rule, String> {
     text.parse()
+}
+
+/// `[network]` in a provider file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkFile {
+    /// Origins where the provider hands out downloads (GitHub's artifacts and release assets
+    /// answer 302 to another host): read by a redirect or the script, never written to,
+    /// never sent the provider credential.
+    #[serde(default)]
+    pub download_origins: Vec<Url>,
 }
 
 /// `[search]` in a provider file.
@@ -318,6 +332,7 @@ impl ProviderFile {
         let egress_config = EgressConfig {
             base_url,
             extra_origins: self.allowed_origins,
+            download_origins: self.network.download_origins,
             credential: secret.map(|s| Credential {
                 scheme,
                 secret: Secret::new(s),
@@ -580,6 +595,10 @@ pub struct ProviderArgs {
     /// Another origin scripts may reach (repeatable).
     #[arg(long = "allow-origin")]
     pub allow_origins: Vec<Url>,
+    /// An origin where the provider hands out downloads: read (a redirect followed there)
+    /// without the credential (repeatable; `[network] download_origins` in a provider file).
+    #[arg(long = "download-origin")]
+    pub download_origins: Vec<Url>,
     /// How the secret is sent: bearer, basic, header:NAME or query:NAME (default: the
     /// spec's first security scheme, else bearer).
     #[arg(long)]
@@ -619,6 +638,7 @@ impl ProviderArgs {
         file.spec = self.spec.or(file.spec.take());
         file.base_url = self.base_url.or(file.base_url.take());
         file.allowed_origins.extend(self.allow_origins);
+        file.network.download_origins.extend(self.download_origins);
         file.names.extend(self.names);
         file.auth = self.auth.or(file.auth.take());
         file.secret_env = self.secret_env.or(file.secret_env.take());

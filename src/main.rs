@@ -42,7 +42,7 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Command {
     /// Run one TypeScript file in the sandbox and print the outcome as JSON.
-    Exec(commands::exec::ExecArgs),
+    Exec(Box<commands::exec::ExecArgs>),
     /// Serve the MCP server for one provider: on stdio, or on HTTP with --http.
     Serve(Box<commands::serve::ServeArgs>),
     /// Build the docs index of a spec and report what it holds.
@@ -137,7 +137,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Exec(args) => {
             let runtime =
                 tokio::runtime::Runtime::new().context("cannot start the tokio runtime")?;
-            runtime.block_on(commands::exec::exec(args))
+            runtime.block_on(commands::exec::exec(*args))
         }
         Command::Worker(args) => commands::worker::worker(args),
         Command::Serve(args) => {

@@ -47,6 +47,7 @@ pub fn placeholder(operation: Option<&Operation>, url: &str) -> ScriptResponse {
             (MARK.to_owned(), "1".to_owned()),
         ],
         body: body.to_string(),
+        bytes: None,
     }
 }
 
@@ -56,6 +57,7 @@ fn example(shape: &Shape, depth: usize) -> Value {
     match shape {
         Shape::Any | Shape::Null | Shape::Recursive(_) => Value::Null,
         Shape::String { values } => json!(values.first().map_or("placeholder", String::as_str)),
+        Shape::Bytes => json!("placeholder"),
         Shape::Integer | Shape::Number => json!(0),
         Shape::Boolean => json!(false),
         Shape::Array(_) => json!([]),

@@ -400,7 +400,7 @@ pub(super) fn answers(fate: &Fate) -> bool {
 }
 
 fn size(response: &ScriptResponse) -> usize {
-    response.body.len()
+    response.body_len()
         + response
             .headers
             .iter()

@@ -1,7 +1,9 @@
 //! What a human is shown of a request: exactly the bytes that go out, laid out to be read.
 //!
 //! Nothing is re-serialised: a JSON body keeps its duplicate keys, its numbers as written and
-//! its escapes (it only gains indentation between tokens); any other body is shown as it is.
+//! its escapes (it only gains indentation between tokens); any other text is shown as it is,
+//! and a file (bytes that are not UTF-8, a body of a media type that is no text, a multipart
+//! part with a file name) as its size, SHA-256 and first bytes, never as raw bytes.
 //! What could hide something is made visible: control and invisible characters (bidi
 //! overrides, zero-width spaces) appear as `\u{…}`, runs of blank lines and of spaces as a
 //! count, and the body's size is stated. A question larger than [`MAX_QUESTION`] characters
@@ -59,14 +61,26 @@ impl Shown {
         body: Option<&[u8]>,
     ) -> Self {
         let body = body.filter(|b| !b.is_empty());
+        let content_type = headers
+            .iter()
+            .filter_map(|h| h.split_once(':'))
+            .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-type"))
+            .map(|(_, value)| value.trim().to_owned())
+            .unwrap_or_default();
+        let files = body.and_then(|b| files_summarised(b, &content_type));
         Self {
             operation,
             method: visible(method),
             url: visible(url),
             headers: headers.iter().map(|h| visible(h)).collect(),
             body_bytes: body.map_or(0, <[u8]>::len),
-            body_lines: body.map_or(0, |b| 1 + b.iter().filter(|c| **c == b'\n').count()),
-            body: body.map(render_body),
+            // A file is read as its summary; other bodies as their own lines.
+            body_lines: match (&files, body) {
+                (Some(shown), _) => shown.lines().count(),
+                (None, Some(b)) => 1 + b.iter().filter(|c| **c == b'\n').count(),
+                (None, None) => 0,
+            },
+            body: files.or_else(|| body.map(render_body)),
         }
     }
 
@@ -118,6 +132,85 @@ impl Shown {
             self.body_bytes
         )
     }
+}
+
+/// Bytes of a file shown at the start of its summary.
+const PREVIEW: usize = 48;
+
+/// A body that is or holds files, as a human reads it, or `None` for a body read as text:
+/// a body of bytes (a media type that is no text, or bytes that are not UTF-8) is its
+/// summary; a multipart body shows each part's headers and its text, a file part (one with a
+/// file name, or bytes that are not UTF-8) as its summary. Never raw bytes.
+fn files_summarised(bytes: &[u8], content_type: &str) -> Option<String> {
+    let lower = content_type.to_ascii_lowercase();
+    if lower.starts_with("multipart/") {
+        // The boundary as written: it is compared byte for byte.
+        let boundary = content_type
+            .split(';')
+            .filter_map(|p| {
+                let (name, value) = p.trim().split_once('=')?;
+                name.eq_ignore_ascii_case("boundary").then_some(value)
+            })
+            .next()?
+            .trim_matches('"');
+        return multipart_summarised(bytes, boundary);
+    }
+    let content_type = lower.as_str();
+    let text = ["json", "text/", "xml", "form", "javascript", "yaml", "csv"]
+        .iter()
+        .any(|t| content_type.contains(t))
+        || content_type.is_empty();
+    if text && std::str::from_utf8(bytes).is_ok() {
+        return None;
+    }
+    Some(summary(bytes))
+}
+
+/// A multipart body part by part (see [`files_summarised`]); `None` when it is not laid out
+/// as its boundary says, and is shown as it is.
+fn multipart_summarised(bytes: &[u8], boundary: &str) -> Option<String> {
+    let delimiter = format!("--{boundary}");
+    let finder = memchr::memmem::Finder::new(delimiter.as_bytes());
+    let starts: Vec<usize> = finder.find_iter(bytes).collect();
+    if starts.first() != Some(&0) {
+        return None;
+    }
+    let mut out = String::new();
+    for pair in starts.windows(2) {
+        let part = &bytes[pair[0] + delimiter.len()..pair[1]];
+        let part = part.strip_prefix(b"\r\n")?.strip_suffix(b"\r\n")?;
+        let split = memchr::memmem::find(part, b"\r\n\r\n")?;
+        let (head, content) = (&part[..split], &part[split + 4..]);
+        let head = std::str::from_utf8(head).ok()?;
+        out.push_str(&format!(
+            "{delimiter}\n{}\n\n",
+            visible(&head.replace("\r\n", "\n"))
+        ));
+        let file = head.to_ascii_lowercase().contains("filename");
+        match std::str::from_utf8(content) {
+            Ok(text) if !file => out.push_str(&visible(text)),
+            _ => out.push_str(&summary(content)),
+        }
+        out.push('\n');
+    }
+    out.push_str(&format!("{delimiter}--"));
+    Some(out)
+}
+
+/// Bytes as a human is asked about them: their size, their SHA-256 and how they start.
+fn summary(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = crate::hex::hex(&sha2::Sha256::digest(bytes));
+    let head = &bytes[..bytes.len().min(PREVIEW)];
+    let preview = match std::str::from_utf8(head) {
+        Ok(text) => format!("\"{}\"", text.escape_debug()),
+        Err(_) => format!("hex {}", crate::hex::hex(head)),
+    };
+    let more = if bytes.len() > PREVIEW { "…" } else { "" };
+    format!(
+        "[file: {} bytes, SHA-256 {digest}, starting {preview}{more}]",
+        bytes.len()
+    )
 }
 
 /// A body as a human reads it: JSON laid out token by token, anything else as it is; then
@@ -307,10 +400,64 @@ mod tests {
         assert!(shown.contains("\\u{202E}x\\u{200B}\\u{D}\\u{9}"), "{shown}");
         let padded = format!("a{}b", " ".repeat(5_000));
         assert_eq!(body(padded.as_bytes()), "a[… 5000 spaces …]b");
+        // Bytes that are not UTF-8 are a file: its size, digest and first bytes, in hex.
         let invalid = body(b"ok \xff\xfe");
-        assert!(invalid.contains("not valid UTF-8"), "{invalid}");
+        assert!(
+            invalid.contains("[file: 5 bytes") && invalid.contains("hex 6f6b20fffe"),
+            "{invalid}"
+        );
         let shown = Shown::new(None, "POST", "http://h/x", &[], Some(raw.as_bytes()));
         assert_eq!(shown.body_bytes, raw.len());
+    }
+
+    /// A file is asked about as its size, digest and first bytes, never as raw bytes, in a
+    /// raw body of bytes and in a multipart part alike; the form's other fields are read as
+    /// text, and a file of many lines still makes a question a human can read whole.
+    #[test]
+    fn files_are_shown_as_size_digest_and_start() {
+        let png: Vec<u8> = [&b"\x89PNG\r\n\x1a\n"[..], &[0u8; 4000], &b"\n".repeat(500)].concat();
+        let raw = Shown::new(
+            None,
+            "POST",
+            "http://h/assets",
+            &["content-type: application/octet-stream".into()],
+            Some(&png),
+        );
+        let body = raw.body.clone().unwrap();
+        assert!(body.starts_with("[file: 4508 bytes, SHA-256 "), "{body}");
+        assert!(body.contains("starting hex 89504e470d0a1a0a"), "{body}");
+        assert!(raw.whole(), "{} lines", raw.lines());
+        let mut form = b"--B\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nreceipt\r\n\
+--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"r.csv\"\r\nContent-Type: text/csv\r\n\r\n"
+            .to_vec();
+        form.extend_from_slice(&b"a,b\n".repeat(3000));
+        form.extend_from_slice(b"\r\n--B--\r\n");
+        let multipart = Shown::new(
+            None,
+            "POST",
+            "http://h/files",
+            &["content-type: multipart/form-data; boundary=B".into()],
+            Some(&form),
+        );
+        let body = multipart.body.clone().unwrap();
+        assert!(body.contains("name=\"purpose\"\n\nreceipt"), "{body}");
+        assert!(body.contains("[file: 12000 bytes, SHA-256 "), "{body}");
+        assert!(body.contains("starting \"a,b\\na,b"), "{body}");
+        assert!(
+            multipart.whole(),
+            "{} chars, {} lines",
+            multipart.size(),
+            multipart.lines()
+        );
+        // Text declared as text is shown as it is.
+        let json = Shown::new(
+            None,
+            "POST",
+            "http://h/x",
+            &["content-type: application/json".into()],
+            Some(b"{\"a\":1}"),
+        );
+        assert!(json.body.unwrap().contains("\"a\": 1"));
     }
 
     #[test]

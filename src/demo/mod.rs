@@ -1,8 +1,9 @@
 //! The bundled demo provider, "Acme Shop": a small but realistic API (customers, products,
-//! orders, refunds; cursor pagination, validation errors, bearer auth with a demo key) served
+//! orders, refunds, files and product pictures; cursor pagination, validation errors, bearer auth with a demo key) served
 //! from memory on a free loopback port, so a new user sees the whole loop with no key and no
 //! network. Its spec and guides live in `docs-index/demo/` and are embedded in the binary.
 
+mod files;
 mod store;
 
 use std::net::SocketAddr;
@@ -70,11 +71,16 @@ fn router(store: Shared) -> Router {
         )
         .route("/v1/products", get(list_products))
         .route("/v1/products/{id}", get(get_product))
+        .route("/v1/products/{id}/image", get(files::product_image))
+        .route("/v1/files", post(files::upload))
+        .route("/v1/files/{id}", get(files::metadata))
+        .route("/v1/files/{id}/content", get(files::content))
         .route("/v1/orders", get(list_orders).post(create_order))
         .route("/v1/orders/{id}", get(get_order))
         .route("/v1/orders/{id}/cancel", post(cancel_order))
         .route("/v1/refunds", get(list_refunds).post(create_refund))
         .route("/v1/refunds/{id}", get(get_refund))
+        .layer(axum::extract::DefaultBodyLimit::max(10 * 1024 * 1024))
         .layer(axum::middleware::from_fn(require_key))
         .layer(axum::middleware::map_response(provider_errors))
         .with_state(store)

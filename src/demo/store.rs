@@ -35,6 +35,8 @@ pub struct Store {
     products: Vec<Value>,
     orders: Vec<Value>,
     refunds: Vec<Value>,
+    /// Uploaded files.
+    pub files: super::files::Files,
     clock: i64,
 }
 
@@ -98,6 +100,7 @@ impl Store {
             products: Vec::new(),
             orders: Vec::new(),
             refunds: Vec::new(),
+            files: super::files::Files::default(),
             clock: 1_767_225_600,
         };
         for (i, name) in NAMES.iter().enumerate() {
@@ -136,7 +139,8 @@ impl Store {
         store
     }
 
-    fn tick(&mut self) -> i64 {
+    /// The time of the next change: an hour after the last.
+    pub fn tick(&mut self) -> i64 {
         self.clock += 3_600;
         self.clock
     }

@@ -24,6 +24,8 @@ pub struct CheckedRequest {
     pub url: Url,
     pub headers: HeaderMap,
     pub body: Option<bytes::Bytes>,
+    /// Sent without the credential: a hop to a download origin.
+    pub anonymous: bool,
 }
 
 /// What came back, before it is scrubbed and handed to the script.
@@ -38,6 +40,7 @@ pub struct RawResponse {
 pub struct Client {
     pub config: EgressConfig,
     policy: Arc<OriginPolicy>,
+    downloads: OriginPolicy,
     scrubber: Scrubber,
     /// Follows no redirect: each hop is a request of its own, checked, decided and logged by
     /// the session.
@@ -69,8 +72,18 @@ impl Client {
             EgressError::Setup("egress must be created inside a tokio runtime".into())
         })?;
         let policy = Arc::new(OriginPolicy::new(
-            std::iter::once(&config.base_url).chain(&config.extra_origins),
+            std::iter::once(&config.base_url)
+                .chain(&config.extra_origins)
+                .chain(&config.download_origins),
         )?);
+        let reachable =
+            OriginPolicy::new(std::iter::once(&config.base_url).chain(&config.extra_origins))?;
+        let downloads = OriginPolicy::new(
+            config
+                .download_origins
+                .iter()
+                .filter(|url| reachable.check(url).is_err()),
+        )?;
         // Connections to the provider stay warm across the minutes between a model's calls
         // (reqwest's default drops them after 90 s idle): kept for 10 minutes, HTTP/2 ones
         // pinged every 30 s while idle and TCP ones kept alive, so a call after a pause does
@@ -94,6 +107,7 @@ impl Client {
         Ok(Self {
             config,
             policy,
+            downloads,
             scrubber,
             identity,
             http,
@@ -128,6 +142,12 @@ impl Client {
         &self.policy
     }
 
+    /// Whether `url` is on an origin only a read's redirect may reach (a download origin
+    /// that is not also an allowed origin).
+    pub fn download_only(&self, url: &Url) -> bool {
+        self.downloads.check(url).is_ok()
+    }
+
     pub fn scrubber(&self) -> &Scrubber {
         &self.scrubber
     }
@@ -153,7 +173,12 @@ impl Client {
         if let Some(body) = &request.body {
             builder = builder.body(body.clone());
         }
-        if let Some(credential) = &self.config.credential {
+        if let Some(credential) = self
+            .config
+            .credential
+            .as_ref()
+            .filter(|_| !request.anonymous)
+        {
             builder = credential.apply(builder);
         }
         let mut response = builder

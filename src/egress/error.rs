@@ -37,6 +37,15 @@ pub enum EgressError {
         /// The host name.
         host: String,
     },
+    /// A script tried to write to a download origin.
+    #[error(
+        "{origin} is a download origin: it is only read (GET or HEAD), by the provider's \
+         redirects or by the script, and never sent the provider credential"
+    )]
+    DownloadOnly {
+        /// The origin.
+        origin: String,
+    },
     /// A redirect pointed outside the allowed origins.
     #[error("redirect to {location} refused: only {allowed} may be reached from this sandbox")]
     RedirectRefused {
@@ -152,7 +161,8 @@ impl EgressError {
             Self::Disallowed { .. }
             | Self::UserInfo { .. }
             | Self::PrivateAddress { .. }
-            | Self::RedirectRefused { .. } => "denied",
+            | Self::RedirectRefused { .. }
+            | Self::DownloadOnly { .. } => "denied",
             Self::BudgetExhausted { .. }
             | Self::RequestTooLarge { .. }
             | Self::ResponseTooLarge { .. }

@@ -12,6 +12,7 @@
 //!   what implements it.
 
 mod auth;
+mod binary;
 mod checkpoint;
 mod client;
 mod error;
@@ -23,6 +24,7 @@ mod scrub;
 mod session;
 
 pub use auth::{AuthScheme, Credential, Secret};
+pub use binary::{Binary, FILE_MARK, FilePart, file_index, holds_file};
 pub use checkpoint::{
     Attempt, Checkpoint, Decided, Decision, Dispatch, Note, Outgoing, Pending, Position, Reached,
     Refusal, Rule, Verdict,
@@ -76,6 +78,10 @@ pub struct EgressConfig {
     pub base_url: Url,
     /// Origins besides the base URL's that scripts may reach.
     pub extra_origins: Vec<Url>,
+    /// Origins where a provider hands out downloads (GitHub's artifacts and release assets
+    /// behind a 302, Stripe's invoice PDFs): read (GET, HEAD) by a redirect or the script,
+    /// never written to, never sent the credential.
+    pub download_origins: Vec<Url>,
     /// The provider credential, if any, and how to present it.
     pub credential: Option<Credential>,
     /// Bounds for each execution.

@@ -70,9 +70,12 @@ pub fn find(
         return Some(found("the query", &key));
     }
     let body = body?;
-    if body.starts_with(&[0xFE, 0xFF])
-        || body.starts_with(&[0xFF, 0xFE])
-        || body.starts_with(&[0, 0, 0xFE, 0xFF])
+    // A body declared as bytes (a file) is no text a framework decodes, whatever it starts
+    // with; its keys are still looked for below.
+    if text_like(headers)
+        && (body.starts_with(&[0xFE, 0xFF])
+            || body.starts_with(&[0xFF, 0xFE])
+            || body.starts_with(&[0, 0, 0xFE, 0xFF]))
     {
         return Some(found(
             "the body's character set",

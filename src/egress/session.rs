@@ -15,6 +15,7 @@ use url::Url;
 
 use super::EgressError;
 use super::auth::Credential;
+use super::binary::{Binary, FilePart};
 use super::checkpoint::{
     Attempt, Checkpoint, Decided, Decision, Dispatch, Note, Outgoing, Position, Reached, Refusal,
     Rule, Verdict,
@@ -70,9 +71,12 @@ pub struct ScriptRequest {
     /// Headers; credential headers are dropped.
     #[serde(default)]
     pub headers: Vec<(String, String)>,
-    /// The encoded body, if any.
+    /// The encoded body, if any, byte for byte.
     #[serde(default)]
-    pub body: Option<String>,
+    pub body: Option<Binary>,
+    /// Files an `api.request` body left to sdkbox stands for (see [`super::FILE_MARK`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FilePart>,
     /// The spec operation this request calls, when it comes from the SDK.
     #[serde(default)]
     pub operation: Option<String>,
@@ -111,8 +115,65 @@ pub struct ScriptResponse {
     pub url: String,
     /// Response headers, lower-case names.
     pub headers: Vec<(String, String)>,
-    /// The body as text (invalid UTF-8 replaced).
+    /// The body, when it is UTF-8 text (empty when it is in `bytes`).
     pub body: String,
+    /// The body, when it is not UTF-8 text (an image, a PDF, an archive): the bytes as
+    /// they came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<Binary>,
+}
+
+impl ScriptResponse {
+    /// The response with `body`: as text when it is UTF-8 (the usual case, taken without a
+    /// copy), else as the bytes themselves.
+    pub fn with_body(mut self, body: Vec<u8>) -> Self {
+        match String::from_utf8(body) {
+            Ok(text) => {
+                self.body = text;
+                self.bytes = None;
+            }
+            Err(e) => {
+                self.body = String::new();
+                self.bytes = Some(Binary(e.into_bytes()));
+            }
+        }
+        self
+    }
+
+    /// The same response with its body as bytes, text or not.
+    pub fn as_bytes(mut self) -> Self {
+        if self.bytes.is_none() {
+            self.bytes = Some(Binary(std::mem::take(&mut self.body).into_bytes()));
+        }
+        self
+    }
+
+    /// The body's size in bytes, text or not.
+    pub fn body_len(&self) -> usize {
+        self.bytes.as_ref().map_or(self.body.len(), |b| b.len())
+    }
+
+    /// The response with every form of the secret gone: its text scrubbed as every value
+    /// is ([`Scrubber::scrub_all`]), its bytes checked whole and withheld when they show the
+    /// secret in any form (bytes are never cut into: a file with a piece replaced is
+    /// another file).
+    pub fn scrubbed(mut self, scrubber: &Scrubber) -> Self {
+        let bytes = self.bytes.take();
+        let withheld = ScriptResponse {
+            body: super::WITHHELD.to_owned(),
+            headers: Vec::new(),
+            bytes: None,
+            ..self.clone()
+        };
+        let mut clean = scrubber.scrub_all(self, withheld);
+        if let Some(bytes) = bytes {
+            match scrubber.binary_shows_secret(&bytes) {
+                None => clean.bytes = Some(bytes),
+                Some(why) => clean.body = why.to_owned(),
+            }
+        }
+        clean
+    }
 }
 
 /// The span of one provider request (one hop of a redirect): its method and the operation the
@@ -141,6 +202,7 @@ impl ScriptResponse {
             url: "http://127.0.0.1/x".into(),
             headers: vec![("content-type".into(), "application/json".into())],
             body: body.into(),
+            bytes: None,
         }
     }
 }
@@ -316,7 +378,15 @@ impl EgressSession {
                 // A write follows no redirect: a 307 or 308 would send it again elsewhere.
                 return Ok(response);
             }
-            let next = redirect(&response, &method, &headers, hops, self.policy_text())?;
+            let downloads = |url: &Url| self.state.client.download_only(url);
+            let next = redirect(
+                &response,
+                &method,
+                &headers,
+                hops,
+                self.policy_text(),
+                &downloads,
+            )?;
             let Some(next) = next else {
                 return Ok(response);
             };
@@ -399,7 +469,7 @@ impl EgressSession {
                 let mut record = record(Some(note));
                 if record.replayed() {
                     record.status = Some(response.status);
-                    record.bytes = response.body.len();
+                    record.bytes = response.body_len();
                 }
                 return self.unsent(record, Ok(response));
             }
@@ -451,12 +521,7 @@ impl EgressSession {
                     .await;
                 if let (Some(dispatch), Ok(response)) = (dispatch.as_mut(), &result) {
                     // What the script gets, scrubbed as it gets it: what a re-run is answered with.
-                    let withheld = ScriptResponse {
-                        body: crate::egress::WITHHELD.to_owned(),
-                        headers: Vec::new(),
-                        ..response.clone()
-                    };
-                    let delivered = state.scrubber.scrub_all(response.clone(), withheld);
+                    let delivered = response.clone().scrubbed(&state.scrubber);
                     dispatch.delivered(&delivered).await;
                 }
                 result
@@ -559,6 +624,13 @@ impl EgressSession {
             .policy()
             .check(&url)
             .map_err(|e| (shown.clone(), e))?;
+        // A download origin is read (by a redirect or the script), never written to, and
+        // never sent the credential.
+        let anonymous = client.download_only(&url);
+        if anonymous && !matches!(method.as_str(), "GET" | "HEAD") {
+            let origin = url.origin().ascii_serialization();
+            return Err((shown, EgressError::DownloadOnly { origin }));
+        }
         let mut headers = HeaderMap::new();
         let scheme = credential.map(|c| &c.scheme);
         for (name, value) in &request.headers {
@@ -579,17 +651,18 @@ impl EgressSession {
             };
             return Err((shown, error));
         }
-        let body = request.body.as_deref().map(str::as_bytes);
+        let body = request.body.as_deref().map(Vec::as_slice);
         if let Some(found) = super::overrides::find(url.query(), &request.headers, body) {
             return Err((shown, EgressError::MethodOverride { found }));
         }
-        let body = request.body.map(bytes::Bytes::from);
+        let body = request.body.map(|b| bytes::Bytes::from(b.0));
         Ok((
             CheckedRequest {
                 method,
                 url,
                 headers,
                 body,
+                anonymous,
             },
             dropped,
         ))
@@ -782,10 +855,10 @@ impl State {
             status_text: raw.status.canonical_reason().unwrap_or("").to_owned(),
             url: raw.url.to_string(),
             headers,
-            // Valid UTF-8, the usual case, is taken as it is, without a copy.
-            body: String::from_utf8(raw.body)
-                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            body: String::new(),
+            bytes: None,
         }
+        .with_body(raw.body)
     }
 }
 
@@ -823,16 +896,19 @@ fn attempt_of(number: u32, result: &Result<RawResponse, EgressError>) -> Attempt
     }
 }
 
-/// The next hop of a read that was redirected within its origin (a request of its own), or
-/// `None` when the response is the script's. A redirect to another origin is refused, allowed
-/// or not: a credential sent in a header of its own would go with it; the script may request
-/// it itself, checked and logged like any other.
+/// The next hop of a read that was redirected within its origin, or to a download origin (a
+/// request of its own), or `None` when the response is the script's. A redirect to another
+/// origin is refused, allowed or not: a credential sent in a header of its own would go
+/// with it; the script may request it itself, checked and logged like any other. A hop to a
+/// download origin goes without the credential and with none of the script's headers but
+/// `Accept` and `Range`.
 fn redirect(
     response: &ScriptResponse,
     method: &str,
     headers: &[(String, String)],
     hops: u32,
     allowed: String,
+    download: &dyn Fn(&Url) -> bool,
 ) -> Result<Option<ScriptRequest>, EgressError> {
     if !matches!(response.status, 301 | 302 | 303 | 307 | 308) {
         return Ok(None);
@@ -851,7 +927,8 @@ fn redirect(
     let Ok(to) = from.join(location) else {
         return Ok(None);
     };
-    if to.origin() != from.origin() {
+    let downloading = download(&to);
+    if to.origin() != from.origin() && !downloading {
         return Err(EgressError::RedirectRefused {
             location: to.origin().ascii_serialization(),
             allowed,
@@ -863,13 +940,24 @@ fn redirect(
             reason: format!("more than {MAX_REDIRECTS} redirects"),
         });
     }
+    let headers = match downloading {
+        true => headers
+            .iter()
+            .filter(|(name, _)| {
+                name.eq_ignore_ascii_case("accept") || name.eq_ignore_ascii_case("range")
+            })
+            .cloned()
+            .collect(),
+        false => headers.to_vec(),
+    };
     Ok(Some(ScriptRequest {
         method: method.to_owned(),
         url: to.to_string(),
         kind: UrlKind::Fetch,
         query: Vec::new(),
-        headers: headers.to_vec(),
+        headers,
         body: None,
+        files: Vec::new(),
         operation: None,
         unencoded: None,
         position: None,

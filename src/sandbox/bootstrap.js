@@ -20,6 +20,7 @@
   const reportRejection = core.reportUnhandledPromiseRejection;
   const ErrorIsError = Error.isError;
   const ErrorCtor = Error;
+  const DOMExceptionCtor = globalThis.DOMException;
   // The model's module (source.rs MODULE_URL); the harness imports it, so that whatever its
   // top-level code throws is caught here too.
   const MODULE_URL = "file:///code.ts";
@@ -40,6 +41,13 @@
   const ArrayIsArray = Array.isArray;
   const NumberIsInteger = Number.isInteger;
   const MAX_DEPTH = 64;
+  // The web platform web.js installed just before: the classes as it made them (a script
+  // that replaces a global does not change what `fetch` and `api` read), and its internals.
+  const web = globalThis.__sdkbox_web;
+  const { internal, extractBody, responseFrom, concatBytes, viewBytes } = web;
+  const { Headers, URLSearchParams, Blob, File, FormData, Request, URL } = globalThis;
+  const EMPTY = new Uint8Array(0);
+  const encodeUtf8 = (text) => core.encode(String(text));
 
   // ---- values to JSON, never throwing ------------------------------------------------
 
@@ -78,6 +86,7 @@
     if (depth >= MAX_DEPTH) return "[MaxDepth]";
     try {
       if (value instanceof Promise) return "[Promise: add `await`]";
+      if (value instanceof Blob) return returnedFile(value);
       if (value instanceof Error) {
         return { name: value.name, message: value.message, stack: value.stack };
       }
@@ -113,9 +122,35 @@
     }
   }
 
+  // The files a result holds (Blobs and Files, `sdkbox.file(...)`), collected while it is
+  // turned into JSON: each goes to the client as a file, and the JSON names it in its place.
+  let returned = null;
+  const MAX_RETURNED_FILES = 20;
+  function returnedFile(blob) {
+    const name = blob instanceof File ? blob.name : `file-${(returned?.length ?? 0) + 1}`;
+    const type = blob.type || "application/octet-stream";
+    const shown = { sdkbox_file: name, type, size: blob.size };
+    if (returned === null) return `[${blob instanceof File ? "File" : "Blob"}: ${name}, ${type}, ${blob.size} bytes]`;
+    if (returned.length >= MAX_RETURNED_FILES) {
+      return { ...shown, error: `not sent: a result carries at most ${MAX_RETURNED_FILES} files` };
+    }
+    returned.push({ name, type, bytes: blob[internal] });
+    return shown;
+  }
+
   function toJson(value) {
     const plain = toPlain(value, [], 0);
     return JSONStringify(plain === undefined ? null : plain);
+  }
+
+  // The result as JSON, and the files it holds.
+  function resultOf(value) {
+    returned = [];
+    try {
+      return { json: toJson(value), files: returned };
+    } finally {
+      returned = null;
+    }
   }
 
   // ---- console -----------------------------------------------------------------------
@@ -203,8 +238,76 @@
     return policy ? new PolicyError(error.kind, error.message) : new EgressError(error.kind, error.message);
   }
 
-  async function http(request) {
-    const reply = await op_sdkbox_http(request);
+
+  // What a raw request's body is sent as: bytes, with the content type it implies when the
+  // script gave none (bytes without a type of their own are declared as bytes,
+  // application/octet-stream). A string is sent as it is (no type added); a plain object as
+  // JSON.
+  function rawBody(body, headers) {
+    if (body === undefined || body === null) return null;
+    if (typeof body === "string") return encodeUtf8(body);
+    if (body instanceof URLSearchParams || body instanceof Blob || body instanceof FormData
+        || body instanceof ArrayBuffer || ArrayBuffer.isView(body)) {
+      const extracted = extractBody(body);
+      const type = extracted.type ?? (extracted.bytes ? "application/octet-stream" : null);
+      if (type && !hasHeader(headers, "content-type")) headers.push(["content-type", type.replace(";charset=UTF-8", "")]);
+      return extracted.bytes ?? encodeUtf8(extracted.text);
+    }
+    if (!hasHeader(headers, "content-type")) headers.push(["content-type", "application/json"]);
+    return encodeUtf8(JSONStringify(body));
+  }
+
+  // `value` with every file in it (a Blob, a File, bytes) replaced by the mark that stands for
+  // it (`{"$sdkbox_file": n}`, egress/binary.rs), each pushed to `files`. Only plain objects
+  // and arrays are looked into.
+  function withFiles(value, files, depth) {
+    if (value === null || typeof value !== "object") return value;
+    const blob = value instanceof Blob;
+    if (blob || value instanceof ArrayBuffer || ArrayBuffer.isView(value)) {
+      files.push({
+        name: value instanceof File ? value.name : undefined,
+        type: blob ? value.type : undefined,
+        bytes: blob ? value[internal] : viewBytes(value),
+      });
+      return { $sdkbox_file: files.length - 1 };
+    }
+    if (depth >= MAX_DEPTH) return value;
+    if (ArrayIsArray(value)) {
+      let changed = false;
+      const out = value.map((item) => {
+        const replaced = withFiles(item, files, depth + 1);
+        changed ||= replaced !== item;
+        return replaced;
+      });
+      return changed ? out : value;
+    }
+    const proto = Object.getPrototypeOf(value);
+    if (proto !== Object.prototype && proto !== null) return value;
+    let changed = false;
+    const out = {};
+    for (const [k, v] of ObjectEntries(value)) {
+      const replaced = withFiles(v, files, depth + 1);
+      changed ||= replaced !== v;
+      out[k] = replaced;
+    }
+    return changed ? out : value;
+  }
+
+  // What an op takes besides its JSON: the raw body's bytes (when `body` is not null), then
+  // each file's, one after another, and the layout that says where each ends.
+  function packed(body, files) {
+    const layout = {
+      body: body === null ? null : body.byteLength,
+      files: files.map((f) => ({ name: f.name, type: f.type, size: f.bytes.byteLength })),
+    };
+    const parts = body === null ? [] : [body];
+    for (const f of files) parts.push(f.bytes);
+    return { layout, payload: parts.length === 0 ? EMPTY : parts.length === 1 ? parts[0] : concatBytes(parts) };
+  }
+
+  async function http(request, body = null, files = []) {
+    const { layout, payload } = packed(body, files);
+    const reply = await op_sdkbox_http(request, layout, payload);
     if (reply.error) throw refusal(reply.error);
     return reply.response;
   }
@@ -220,73 +323,37 @@
     return pairs.some(([k]) => k.toLowerCase() === name);
   }
 
-  class Headers {
-    #map = new Map();
-    constructor(init) {
-      for (const [k, v] of headerPairs(init)) this.append(k, v);
-    }
-    append(k, v) {
-      const key = String(k).toLowerCase();
-      const old = this.#map.get(key);
-      this.#map.set(key, old === undefined ? String(v) : `${old}, ${v}`);
-    }
-    set(k, v) { this.#map.set(String(k).toLowerCase(), String(v)); }
-    get(k) { return this.#map.get(String(k).toLowerCase()) ?? null; }
-    has(k) { return this.#map.has(String(k).toLowerCase()); }
-    delete(k) { this.#map.delete(String(k).toLowerCase()); }
-    forEach(f) { for (const [k, v] of this.#map) f(v, k, this); }
-    entries() { return this.#map.entries(); }
-    keys() { return this.#map.keys(); }
-    values() { return this.#map.values(); }
-    [Symbol.iterator]() { return this.#map.entries(); }
-    toJSON() { return Object.fromEntries(this.#map); }
-  }
-
-  class Response {
-    #body;
-    constructor(raw) {
-      this.status = raw.status;
-      this.statusText = raw.status_text;
-      this.ok = raw.status >= 200 && raw.status < 300;
-      this.url = raw.url;
-      this.headers = new Headers(raw.headers);
-      this.#body = raw.body;
-      this.bodyUsed = false;
-    }
-    async text() {
-      this.bodyUsed = true;
-      return this.#body;
-    }
-    async json() {
-      this.bodyUsed = true;
-      try {
-        return JSONParse(this.#body);
-      } catch (e) {
-        const start = this.#body.slice(0, 200);
-        throw new SyntaxError(`response from ${this.url} is not JSON (${e.message}); it starts with: ${start}`);
-      }
-    }
-  }
-
-  function encodeBody(body, headers) {
-    if (body === undefined || body === null) return undefined;
-    if (typeof body === "string") return body;
-    if (body instanceof URLSearchParams) {
-      if (!hasHeader(headers, "content-type")) {
-        headers.push(["content-type", "application/x-www-form-urlencoded"]);
-      }
-      return body.toString();
-    }
-    if (!hasHeader(headers, "content-type")) headers.push(["content-type", "application/json"]);
-    return JSONStringify(body);
-  }
-
+  // fetch as Deno and Workers have it, to the provider's origins only. `init.signal` aborts it:
+  // before it leaves, nothing is sent; after, the answer is not waited for.
   async function fetch(input, init = {}) {
-    const url = typeof input === "string" ? input : String(input?.url ?? input);
-    const headers = headerPairs(init.headers);
-    const body = encodeBody(init.body, headers);
-    const method = String(init.method ?? "GET");
-    return new Response(await http({ method, url, kind: "fetch", headers, body }));
+    const from = input instanceof Request ? input : null;
+    const url = from ? from.url : input instanceof URL ? input.href : typeof input === "string" ? input : String(input?.url ?? input);
+    const signal = init.signal ?? from?.signal ?? null;
+    signal?.throwIfAborted();
+    const headers = headerPairs(init.headers ?? from?.headers);
+    let body;
+    if (init.body !== undefined) {
+      body = rawBody(init.body, headers);
+    } else if (from && from[internal](false) !== null) {
+      body = await from.bytes();
+    } else {
+      body = null;
+    }
+    const method = String(init.method ?? from?.method ?? "GET");
+    const sent = http({ method, url, kind: "fetch", headers }, body);
+    if (signal === null) return responseFrom(await sent);
+    let onAbort;
+    const aborted = new Promise((_, reject) => {
+      onAbort = () => reject(signal.reason);
+      signal.addEventListener("abort", onAbort, { once: true });
+    });
+    // The request goes on in Rust if it has left; its answer is dropped.
+    sent.catch(() => {});
+    try {
+      return responseFrom(await Promise.race([sent, aborted]));
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+    }
   }
 
   // ---- api: the provider client ---------------------------------------------------------
@@ -319,6 +386,10 @@
   // {a: 1, tags: ["x", "y"], meta: {k: "v"}} -> a=1&tags=x&tags=y&meta[k]=v
   function queryPairs(query, prefix, out) {
     if (query == null) return out;
+    if (query instanceof URLSearchParams) {
+      for (const [k, v] of query) out.push([prefix ? `${prefix}[${k}]` : k, v]);
+      return out;
+    }
     for (const [k, v] of ObjectEntries(query)) {
       const key = prefix ? `${prefix}[${k}]` : k;
       if (v === undefined || v === null) continue;
@@ -333,9 +404,20 @@
     return out;
   }
 
+  // Media types whose bodies are text: what an SDK call returns as a string.
+  const TEXT_TYPE = /^text\/|json|xml|javascript|ecmascript|x-www-form-urlencoded|yaml|csv|graphql|html/i;
+
+  // What an SDK call or `api.request` returns: JSON parsed, text as a string, and anything
+  // else a successful response carries (a PDF, an image, an archive) as a Blob of its bytes.
   function parseBody(raw) {
     const type = raw.headers.find(([k]) => k === "content-type")?.[1] ?? "";
-    if (raw.body === "") return null;
+    const bytes = raw.bytes;
+    if (bytes === undefined ? raw.body === "" : bytes.byteLength === 0) return null;
+    // Bytes (the spec says the operation returns a file, or they are not UTF-8) and a media
+    // type that is no text are a Blob; anything else is text or JSON.
+    const text = type === "" || TEXT_TYPE.test(type);
+    if (raw.status < 400 && (bytes !== undefined || !text)) return new Blob([bytes ?? raw.body], { type });
+    if (bytes !== undefined) return new TextDecoder().decode(bytes);
     if (type.includes("json")) {
       try {
         return JSONParse(raw.body);
@@ -362,24 +444,33 @@
   async function request(method, path, options = {}) {
     const headers = headerPairs(options.headers);
     if (!hasHeader(headers, "accept")) headers.push(["accept", "application/json"]);
-    const leftToUs = options.body !== undefined && options.body !== null && typeof options.body === "object"
-      && !(options.body instanceof URLSearchParams) && !hasHeader(headers, "content-type");
-    const body = encodeBody(options.body, headers);
+    const given = options.body;
+    const sentAsIs = given instanceof URLSearchParams || given instanceof Blob || given instanceof FormData
+      || given instanceof ArrayBuffer || ArrayBuffer.isView(given);
+    const leftToUs = given !== undefined && given !== null && typeof given === "object" && !sentAsIs
+      && !hasHeader(headers, "content-type");
+    // Files in a body left to sdkbox go as files where the operation takes them (multipart).
+    const files = [];
+    const marked = leftToUs ? withFiles(given, files, 0) : given;
+    const body = rawBody(marked, headers);
     const query = queryPairs(options.query, "", []);
     // What JSON cannot hold (a BigInt, a cycle) keeps the plain encoding.
     const plain = (f) => { try { return f(); } catch { return null; } };
     const unencoded = {
       query: options.query !== null && typeof options.query === "object" && !(options.query instanceof URLSearchParams)
         ? plain(() => JSONParse(JSONStringify(options.query))) : null,
-      body: leftToUs ? plain(() => JSONParse(body)) : null,
+      body: leftToUs ? plain(() => JSONParse(JSONStringify(marked))) : null,
     };
-    const raw = await http({ method: String(method), url: String(path), kind: "api", query, headers, body, unencoded });
+    const raw = await http({ method: String(method), url: String(path), kind: "api", query, headers, unencoded }, body, files);
     return settle(raw, `${String(method).toUpperCase()} ${path}`);
   }
 
   // An SDK call: Rust checks `params` against the spec, encodes and sends the request.
   async function callRaw(group, method, params, extra = 0) {
-    const reply = await op_sdkbox_call(group, method, params ?? null, extra);
+    const files = [];
+    const marked = withFiles(params ?? null, files, 0);
+    const { layout, payload } = packed(null, files);
+    const reply = await op_sdkbox_call(group, method, marked, extra, layout, payload);
     if (reply.error) {
       if (reply.error.kind === "invalid_call") throw new TypeError(reply.error.message);
       throw refusal(reply.error);
@@ -603,34 +694,6 @@
     },
   });
 
-  // ---- web basics deno_core does not provide -------------------------------------------
-
-  class URLSearchParams {
-    #pairs = [];
-    constructor(init) {
-      if (typeof init === "string") {
-        for (const part of init.replace(/^\?/, "").split("&")) {
-          if (!part) continue;
-          const [k, v = ""] = part.split("=");
-          this.#pairs.push([decode(k), decode(v)]);
-        }
-      } else if (init != null) {
-        for (const [k, v] of ArrayIsArray(init) ? init : ObjectEntries(init)) this.append(k, v);
-      }
-    }
-    append(k, v) { this.#pairs.push([String(k), String(v)]); }
-    set(k, v) { this.delete(k); this.append(k, v); }
-    get(k) { return this.#pairs.find(([x]) => x === k)?.[1] ?? null; }
-    getAll(k) { return this.#pairs.filter(([x]) => x === k).map(([, v]) => v); }
-    has(k) { return this.#pairs.some(([x]) => x === k); }
-    delete(k) { this.#pairs = this.#pairs.filter(([x]) => x !== k); }
-    entries() { return this.#pairs[Symbol.iterator](); }
-    [Symbol.iterator]() { return this.#pairs[Symbol.iterator](); }
-    toString() { return this.#pairs.map(([k, v]) => `${encode(k)}=${encode(v)}`).join("&"); }
-  }
-  function encode(s) { return encodeURIComponent(s).replace(/%20/g, "+"); }
-  function decode(s) { return decodeURIComponent(s.replace(/\+/g, " ")); }
-
   // A microtask that throws fails the execution with an Error too.
   const nativeQueueMicrotask = globalThis.queueMicrotask;
   const queueMicrotask = (callback) => {
@@ -644,13 +707,22 @@
     });
   };
 
+  // sdkbox.file(data, { name, type }): a file to return to the client, from text, bytes or
+  // a Blob (a returned Blob or File is one already). Images reach it as images, other types
+  // as embedded resources, large ones as links it reads with resources/read.
+  const sdkbox = ObjectFreeze({
+    file(data, options = {}) {
+      const name = options.name === undefined ? (data instanceof File ? data.name : "file") : String(options.name);
+      const type = options.type ?? (data instanceof Blob ? data.type : typeof data === "string" ? "text/plain" : "application/octet-stream");
+      return new File([data instanceof Blob ? data : typeof data === "string" ? data : viewBytes(data) ?? String(data)], name, { type });
+    },
+  });
+
   const installed = {
     console,
     fetch,
     api,
-    Headers,
-    Response,
-    URLSearchParams,
+    sdkbox,
     EgressError,
     PolicyError,
     ApiError,
@@ -684,7 +756,7 @@
 
   function isPlainError(value) {
     try {
-      return ErrorIsError(value) && typeof value.name === "string" && typeof value.message === "string";
+      return (ErrorIsError(value) || value instanceof DOMExceptionCtor) && typeof value.name === "string" && typeof value.message === "string";
     } catch {
       return false;
     }
@@ -736,7 +808,9 @@
     } catch (thrown) {
       throw asError(thrown);
     }
-    op_sdkbox_result(toJson(value));
+    const { json, files } = resultOf(value);
+    const { layout, payload } = packed(null, files);
+    op_sdkbox_result(json, layout, payload);
   }
 
   // ---- remove the way back to deno_core, and engine globals a script has no use for ----

@@ -240,6 +240,7 @@ mod tests {
             plan_dropped: 0,
             approvals: vec!["open the link".into()],
             warnings: vec![escaped.clone(); 10],
+            files: Vec::new(),
             duration_ms: 1,
             timings: Timings::default(),
         }

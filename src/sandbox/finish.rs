@@ -1,7 +1,7 @@
 //! The last step of every execution, in the process that holds egress: parse the result,
 //! scrub the secret from everything the caller will see, then cut it to size.
 
-use super::outcome::{ErrorKind, ExecError, Outcome, Timings, Truncation};
+use super::outcome::{ErrorKind, ExecError, Outcome, ReturnedFile, Timings, Truncation};
 use super::report::Report;
 use super::{ExecLimits, bound, truncate};
 use crate::approval::Planned;
@@ -55,6 +55,51 @@ pub fn with_warnings(
     );
 }
 
+/// The files a result returns, each checked for the provider secret as what it is: text
+/// scrubbed like any text, other bytes withheld whole when they show it in any form.
+fn returned_files(
+    files: Vec<crate::egress::FilePart>,
+    dropped: Vec<String>,
+    scrubber: &Scrubber,
+) -> Vec<ReturnedFile> {
+    let shown = |text: &str| super::plain::text(&scrubber.scrub(text));
+    let mut out: Vec<ReturnedFile> = files
+        .into_iter()
+        .map(|file| {
+            let mut returned = ReturnedFile {
+                name: shown(file.name.as_deref().unwrap_or("file")),
+                media_type: shown(
+                    file.media_type
+                        .as_deref()
+                        .unwrap_or("application/octet-stream"),
+                ),
+                size: file.bytes.len(),
+                withheld: None,
+                bytes: Vec::new(),
+            };
+            let bytes = file.bytes.0;
+            match String::from_utf8(bytes) {
+                Ok(text) => returned.bytes = scrubber.scrub(&text).into_owned().into_bytes(),
+                Err(binary) => match scrubber.binary_shows_secret(binary.as_bytes()) {
+                    None => returned.bytes = binary.into_bytes(),
+                    Some(why) => returned.withheld = Some(why.to_owned()),
+                },
+            }
+            returned
+        })
+        .collect();
+    out.extend(dropped.into_iter().map(|name| ReturnedFile {
+        name: shown(&name),
+        media_type: "application/octet-stream".to_owned(),
+        withheld: Some(format!(
+            "not sent: the files of one result may hold {} MiB in all",
+            super::ops::MAX_RETURNED_BYTES >> 20
+        )),
+        ..ReturnedFile::default()
+    }));
+    out
+}
+
 /// Turns a run's report and logs into the outcome returned to the caller: scrubbed whole,
 /// then held to `limits.max_output_bytes` (half of it; the text rendering of the same
 /// outcome gets the other half).
@@ -91,6 +136,7 @@ pub fn finish(report: Report, logs: Logs, limits: &ExecLimits, scrubber: &Scrubb
         plan_dropped,
         approvals,
         warnings: Vec::new(),
+        files: Vec::new(),
         duration_ms: 0,
         timings: Timings::default(),
     };
@@ -99,6 +145,7 @@ pub fn finish(report: Report, logs: Logs, limits: &ExecLimits, scrubber: &Scrubb
     // encoded secret behind).
     plain_messages(&mut outcome);
     let mut outcome = scrubber.scrub_all(outcome, withheld());
+    outcome.files = returned_files(report.files, report.files_dropped, scrubber);
     let size = truncate::json_size(&outcome.result);
     let original = report.result_cut_from.unwrap_or(size).max(size);
     if original > limits.max_result_chars {
@@ -207,5 +254,41 @@ mod checked_tests {
             !message.contains('\u{1b}') && !message.contains(head),
             "{message}"
         );
+    }
+
+    /// A returned file is checked as what it is: text scrubbed like text, bytes that show
+    /// the secret in any form withheld whole, clean bytes kept byte for byte; files past the
+    /// bound are named with why they were not sent.
+    #[test]
+    fn returned_files_are_scrubbed_or_withheld_whole() {
+        use crate::egress::FilePart;
+        let scrubber = Scrubber::for_secret(SECRET);
+        let file = |name: &str, bytes: Vec<u8>| FilePart {
+            name: Some(name.into()),
+            media_type: None,
+            bytes: bytes.into(),
+        };
+        let binary = |middle: &[u8]| [&[0xff, 0x00, 0x80][..], middle, &[0xfe]].concat();
+        let utf16: Vec<u8> = SECRET.encode_utf16().flat_map(u16::to_le_bytes).collect();
+        let files = vec![
+            file("notes.txt", format!("key: {SECRET}").into_bytes()),
+            file("plain.bin", binary(SECRET.as_bytes())),
+            file("wide.bin", binary(&utf16)),
+            file("clean.bin", binary(b"nothing")),
+        ];
+        let out = returned_files(files, vec!["huge.bin".into()], &scrubber);
+        let text = String::from_utf8(out[0].bytes.clone()).unwrap();
+        assert!(
+            !text.contains(SECRET) && text.contains("[redacted]"),
+            "{text}"
+        );
+        for withheld in &out[1..3] {
+            assert!(withheld.bytes.is_empty(), "{}", withheld.name);
+            assert!(withheld.withheld.as_deref().unwrap().contains("withheld"));
+        }
+        assert_eq!(out[3].bytes, binary(b"nothing"));
+        assert_eq!(out[3].withheld, None);
+        assert_eq!(out[4].name, "huge.bin");
+        assert!(out[4].withheld.as_deref().unwrap().contains("16 MiB"));
     }
 }

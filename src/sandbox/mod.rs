@@ -29,6 +29,7 @@ mod runtime;
 mod source;
 mod surrogates;
 mod truncate;
+mod web;
 
 pub use bound::ENVELOPE as OUTPUT_ENVELOPE;
 pub use finish::{stopped, with_warnings};
@@ -42,7 +43,7 @@ pub use errors::cancelled as cancelled_error;
 use finish::{Logs, finish};
 pub use hold::{Hold, Release, hold};
 pub use network::{Gateway, Network, NetworkError, NetworkFuture};
-pub use outcome::{ConsoleLine, ErrorKind, ExecError, Outcome, Timings, Truncation};
+pub use outcome::{ConsoleLine, ErrorKind, ExecError, Outcome, ReturnedFile, Timings, Truncation};
 pub use report::{Report, Stop};
 pub use runtime::{LOWEST_PRIORITY, Prepared, RuntimeSettings, prepare, snapshot};
 pub use source::{SyntaxError, compile};

@@ -31,7 +31,10 @@ fn into_isolate(
     scrubber: &crate::egress::Scrubber,
     reply: Result<ScriptResponse, NetworkError>,
 ) -> Result<ScriptResponse, NetworkError> {
-    let reply = scrubber.scrub_all(reply, unchecked());
+    let reply = match reply {
+        Ok(response) => Ok(response.scrubbed(scrubber)),
+        Err(error) => scrubber.scrub_all(Err(error), unchecked()),
+    };
     if let Some(allowance) = scrubber.spent() {
         return Err(over_budget(allowance));
     }
@@ -196,7 +199,7 @@ impl Gateway {
             let scrubber = session.scrubber().clone();
             let size = |r: &ScriptResponse| {
                 let headers: usize = r.headers.iter().map(|(n, v)| n.len() + v.len()).sum();
-                r.body.len() + headers + r.url.len() + r.status_text.len()
+                r.body_len() + headers + r.url.len() + r.status_text.len()
             };
             if reply.as_ref().is_ok_and(|r| size(r) > LARGE_REPLY) {
                 tokio::task::spawn_blocking(move || into_isolate(&scrubber, reply))
@@ -229,6 +232,19 @@ impl Network for Gateway {
             }
             _ => request.unencoded = None,
         }
+        // Files left to sdkbox that no operation's encoding took have nowhere to go.
+        if !request.files.is_empty() {
+            let error = NetworkError {
+                kind: "invalid_request".into(),
+                message: format!(
+                    "{} {}: the body holds files (Blob, File or bytes), which go only where \
+                     the operation takes a multipart body; send a FormData as the body, or \
+                     the file itself as a raw body",
+                    request.method, request.url
+                ),
+            };
+            return Box::pin(async move { Err(error) });
+        }
         self.place(&mut request);
         self.forward(request)
     }
@@ -259,7 +275,24 @@ impl Network for Gateway {
         match prepared {
             Ok(mut request) => {
                 self.place(&mut request);
-                self.forward(request)
+                // An operation the spec says returns a file gives the script its bytes, whatever
+                // the response says of its type (a CSV download is a Blob as its type says).
+                let file = self.sdk.as_ref().is_some_and(|sdk| {
+                    request
+                        .operation
+                        .as_deref()
+                        .is_some_and(|id| sdk.returns_bytes(id))
+                });
+                let reply = self.forward(request);
+                if !file {
+                    return reply;
+                }
+                Box::pin(async move {
+                    reply.await.map(|response| match response.status < 400 {
+                        true => response.as_bytes(),
+                        false => response,
+                    })
+                })
             }
             Err(error) => {
                 let reply = into_isolate(self.session.scrubber(), Err(error));
@@ -283,6 +316,7 @@ mod tests {
         let egress = Egress::new(EgressConfig {
             base_url: url::Url::parse("http://127.0.0.1:9").unwrap(),
             extra_origins: Vec::new(),
+            download_origins: Vec::new(),
             credential: None,
             limits: EgressLimits {
                 max_requests: 3,
@@ -303,6 +337,7 @@ mod tests {
             query: Vec::new(),
             headers: Vec::new(),
             body: None,
+            files: Vec::new(),
             operation: None,
             unencoded: None,
             position: None,

@@ -7,14 +7,14 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use deno_core::{OpState, op2};
-use serde::Serialize;
+use deno_core::{JsBuffer, OpState, op2};
+use serde::{Deserialize, Serialize};
 
 use std::sync::Arc;
 
 use super::network::{Network, NetworkError};
 use super::outcome::ConsoleLine;
-use crate::egress::{ScriptRequest, ScriptResponse};
+use crate::egress::{Binary, FilePart, ScriptRequest, ScriptResponse};
 use crate::sdk::SdkCall;
 
 deno_core::extension!(
@@ -24,7 +24,12 @@ deno_core::extension!(
         op_sdkbox_http,
         op_sdkbox_call,
         op_sdkbox_result,
-        op_sdkbox_test_crash
+        op_sdkbox_test_crash,
+        super::web::op_sdkbox_url_parse,
+        super::web::op_sdkbox_url_set,
+        super::web::op_sdkbox_random,
+        super::web::op_sdkbox_digest,
+        super::web::op_sdkbox_hmac
     ],
     middleware = |op| match op.name {
         "op_print" | "op_panic" | "op_import_sync" | "op_import_sync_with_source" => op.disable(),
@@ -100,9 +105,10 @@ impl Console {
     }
 }
 
-/// The JSON text of the model's result, once the harness has produced it.
+/// The JSON text of the model's result, once the harness has produced it, the files it
+/// returns, and the names of those dropped past [`MAX_RETURNED_BYTES`].
 #[derive(Default)]
-pub struct ResultSlot(pub Option<String>);
+pub struct ResultSlot(pub Option<String>, pub Vec<FilePart>, pub Vec<String>);
 
 #[op2(fast)]
 fn op_sdkbox_log(state: &mut OpState, #[string] level: &str, #[string] text: String) {
@@ -111,18 +117,43 @@ fn op_sdkbox_log(state: &mut OpState, #[string] level: &str, #[string] text: Str
     }
 }
 
-#[op2(fast)]
-fn op_sdkbox_result(state: &mut OpState, #[string] json: String) {
+/// The result: its JSON and the files it returns (see [`Layout`]); files past
+/// [`MAX_RETURNED_BYTES`] in all are dropped, each named in `dropped`.
+#[op2]
+fn op_sdkbox_result(
+    state: &mut OpState,
+    #[string] json: String,
+    #[serde] layout: serde_json::Value,
+    #[buffer] payload: &[u8],
+) {
+    let files = serde_json::from_value::<Layout>(layout)
+        .ok()
+        .and_then(|layout| layout.unpack(payload).ok())
+        .map(|(_, files)| files)
+        .unwrap_or_default();
     if let Some(slot) = state.try_borrow_mut::<ResultSlot>() {
+        let mut total = 0usize;
+        let (kept, dropped): (Vec<_>, Vec<_>) = files.into_iter().partition(|file| {
+            total = total.saturating_add(file.bytes.len());
+            total <= MAX_RETURNED_BYTES
+        });
         slot.0 = Some(json);
+        slot.1 = kept;
+        slot.2 = dropped
+            .into_iter()
+            .map(|f| f.name.unwrap_or_default())
+            .collect();
     }
 }
+
+/// Bytes of the files one result may return, in all.
+pub(super) const MAX_RETURNED_BYTES: usize = 16 * 1024 * 1024;
 
 /// What `op_sdkbox_http` resolves to: a response, or an error the prelude throws.
 #[derive(Serialize)]
 struct HttpReply {
     #[serde(skip_serializing_if = "Option::is_none")]
-    response: Option<ScriptResponse>,
+    response: Option<IsolateResponse>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<NetworkError>,
 }
@@ -146,11 +177,89 @@ fn network(state: &Rc<RefCell<OpState>>) -> Option<Arc<dyn Network>> {
     }
 }
 
+/// A response as the prelude reads it: a body that is not text arrives as a `Uint8Array`.
+#[derive(Serialize)]
+struct IsolateResponse {
+    status: u16,
+    status_text: String,
+    url: String,
+    headers: Vec<(String, String)>,
+    body: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bytes: Option<deno_core::ToJsBuffer>,
+}
+
+impl From<ScriptResponse> for IsolateResponse {
+    fn from(response: ScriptResponse) -> Self {
+        Self {
+            status: response.status,
+            status_text: response.status_text,
+            url: response.url,
+            headers: response.headers,
+            body: response.body,
+            bytes: response.bytes.map(|b| b.0.into()),
+        }
+    }
+}
+
+/// What a script hands over with a request or call besides its JSON: the body's bytes (a
+/// raw request's), then each file's, one after another in `payload`, as `layout` says.
+#[derive(Deserialize, Default)]
+struct Layout {
+    /// The raw body's size, when there is one.
+    #[serde(default)]
+    body: Option<usize>,
+    /// The files, in order.
+    #[serde(default)]
+    files: Vec<Handed>,
+}
+
+/// A file as the prelude describes it.
+#[derive(Deserialize)]
+struct Handed {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default, rename = "type")]
+    media_type: Option<String>,
+    size: usize,
+}
+
+impl Layout {
+    /// The body and files cut out of `payload`; a layout that does not fit it is refused.
+    fn unpack(self, payload: &[u8]) -> Result<(Option<Binary>, Vec<FilePart>), String> {
+        let mut rest = payload;
+        let mut take = |size: usize| {
+            if size > rest.len() {
+                return Err("the request's bytes are shorter than it says".to_owned());
+            }
+            let (taken, left) = rest.split_at(size);
+            rest = left;
+            Ok(taken.to_vec())
+        };
+        let body = self.body.map(&mut take).transpose()?.map(Binary::from);
+        let files = self
+            .files
+            .into_iter()
+            .map(|file| {
+                Ok(FilePart {
+                    name: file.name,
+                    media_type: file.media_type.filter(|t| !t.is_empty()),
+                    bytes: take(file.size)?.into(),
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        if !rest.is_empty() {
+            return Err("the request's bytes are longer than it says".to_owned());
+        }
+        Ok((body, files))
+    }
+}
+
 impl From<Result<ScriptResponse, NetworkError>> for HttpReply {
     fn from(result: Result<ScriptResponse, NetworkError>) -> Self {
         match result {
             Ok(response) => Self {
-                response: Some(response),
+                response: Some(response.into()),
                 error: None,
             },
             Err(error) => Self {
@@ -161,21 +270,41 @@ impl From<Result<ScriptResponse, NetworkError>> for HttpReply {
     }
 }
 
-/// A raw request from `fetch` or `api.request`.
+/// A raw request from `fetch` or `api.request`: its body and files are the bytes of
+/// `payload`, as `layout` cuts them.
 #[op2]
 #[serde]
 async fn op_sdkbox_http(
     state: Rc<RefCell<OpState>>,
     #[serde] request: serde_json::Value,
+    #[serde] layout: serde_json::Value,
+    #[buffer] payload: JsBuffer,
 ) -> HttpReply {
     let Some(network) = network(&state) else {
         return HttpReply::failure("internal", "the network bridge is unavailable".into());
     };
-    let request: ScriptRequest = match serde_json::from_value(request) {
+    let mut request: ScriptRequest = match serde_json::from_value(request) {
         Ok(request) => request,
         Err(e) => return HttpReply::failure("invalid_request", format!("malformed request: {e}")),
     };
+    match unpacked(layout, &payload) {
+        Ok((body, files)) => {
+            request.body = body;
+            request.files = files;
+        }
+        Err(why) => return HttpReply::failure("invalid_request", why),
+    }
     network.send(request).await.into()
+}
+
+/// The body and files a layout cuts out of a payload, or why they cannot be.
+fn unpacked(
+    layout: serde_json::Value,
+    payload: &[u8],
+) -> Result<(Option<Binary>, Vec<FilePart>), String> {
+    let layout: Layout =
+        serde_json::from_value(layout).map_err(|e| format!("malformed request: {e}"))?;
+    layout.unpack(payload)
 }
 
 /// An SDK call, `api.<group>.<method>(params)`.
@@ -187,9 +316,15 @@ async fn op_sdkbox_call(
     #[string] method: String,
     #[serde] params: serde_json::Value,
     extra: u32,
+    #[serde] layout: serde_json::Value,
+    #[buffer] payload: JsBuffer,
 ) -> HttpReply {
     let Some(network) = network(&state) else {
         return HttpReply::failure("internal", "the network bridge is unavailable".into());
+    };
+    let files = match unpacked(layout, &payload) {
+        Ok((_, files)) => files,
+        Err(why) => return HttpReply::failure("invalid_request", why),
     };
     network
         .call(SdkCall {
@@ -197,6 +332,7 @@ async fn op_sdkbox_call(
             method,
             params,
             extra,
+            files,
         })
         .await
         .into()
@@ -242,6 +378,7 @@ mod tests {
         let egress = Egress::new(EgressConfig {
             base_url: url::Url::parse("http://127.0.0.1:9").unwrap(),
             extra_origins: Vec::new(),
+            download_origins: Vec::new(),
             credential: None,
             limits: EgressLimits::default(),
         })

@@ -133,6 +133,25 @@ pub struct Truncation {
     pub limit_chars: usize,
 }
 
+/// A file the result returns: what the structured result says of it, and its bytes (checked
+/// for the provider secret), which only the server's rendering reads.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ReturnedFile {
+    /// Its name.
+    pub name: String,
+    /// Its media type.
+    #[serde(rename = "type")]
+    pub media_type: String,
+    /// Its size in bytes.
+    pub size: usize,
+    /// Why its bytes are not sent, when they are not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub withheld: Option<String>,
+    /// Its bytes, sent as MCP content, never in the JSON of the outcome.
+    #[serde(skip)]
+    pub bytes: Vec<u8>,
+}
+
 /// Everything one execution produced. Its serialised size is bounded (`bound::fit`), and
 /// every string in it has been scrubbed of the provider secret.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -171,6 +190,10 @@ pub struct Outcome {
     /// does not declare, say), or why the code was not checked.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The files the result returns (`sdkbox.file(...)`, a Blob or File in it), named in the
+    /// result where they stood; the server sends their bytes as MCP contents.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<ReturnedFile>,
     /// Wall time of the whole execution.
     pub duration_ms: u64,
     /// Where the time went; for benchmarks and logs, not shown to the model.
@@ -194,6 +217,7 @@ impl Outcome {
             plan_dropped: 0,
             approvals: Vec::new(),
             warnings: Vec::new(),
+            files: Vec::new(),
             duration_ms: 0,
             timings: Timings::default(),
         }

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::errors;
 use super::outcome::{ConsoleLine, ExecError};
 use super::source::{MODULE_URL, Program};
+use crate::egress::FilePart;
 
 /// The raw result of one run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -16,6 +17,12 @@ pub struct Report {
     /// size before, as JSON.
     #[serde(default)]
     pub result_cut_from: Option<usize>,
+    /// The files the result returns (Blobs and Files in it), in the order it names them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FilePart>,
+    /// The names of files the result returned past the bound on their bytes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files_dropped: Vec<String>,
     /// Why it did not.
     pub error: Option<ExecError>,
     /// Captured console lines.
@@ -53,6 +60,8 @@ impl Report {
         Self {
             result_json: None,
             result_cut_from: None,
+            files: Vec::new(),
+            files_dropped: Vec::new(),
             error: Some(error),
             console: Vec::new(),
             console_dropped: 0,

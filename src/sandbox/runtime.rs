@@ -31,6 +31,10 @@ use super::{ExecLimits, errors};
 
 const BOOTSTRAP: &str = include_str!("bootstrap.js");
 
+/// The web platform (`URL`, `Blob`, `crypto`, ...), run just before the prelude, which
+/// builds `fetch` and `api` on it.
+const WEB: &str = include_str!("web.js");
+
 /// The stack of an execution thread: QuickJS's own 1 MiB JS stack plus the native frames.
 const THREAD_STACK: usize = 16 * 1024 * 1024;
 
@@ -68,10 +72,11 @@ pub struct RuntimeSettings {
 
 /// The prelude's source, with the test-only crash hook switched on or off.
 fn prelude(test_crash_op: bool) -> String {
+    let prelude = format!("{WEB}\n{BOOTSTRAP}");
     if test_crash_op {
-        BOOTSTRAP.replace("/*SDKBOX_TEST_CRASH*/ false", "true")
+        prelude.replace("/*SDKBOX_TEST_CRASH*/ false", "true")
     } else {
-        BOOTSTRAP.to_owned()
+        prelude
     }
 }
 
@@ -322,10 +327,10 @@ fn collect(runtime: &JsRuntime, error: Option<ExecError>) -> Report {
         return Report::failed(ExecError::new(ErrorKind::Internal, "runtime state is busy"));
     };
     // Mended here, where the result arrives: everything after reads it as JSON.
-    let result_json = state
-        .try_take::<ResultSlot>()
-        .and_then(|slot| slot.0)
-        .map(|json| super::surrogates::mend_lone_surrogates(&json).into_owned());
+    let ResultSlot(result_json, files, files_dropped) =
+        state.try_take::<ResultSlot>().unwrap_or_default();
+    let result_json =
+        result_json.map(|json| super::surrogates::mend_lone_surrogates(&json).into_owned());
     let (console, console_dropped) = match state.try_borrow_mut::<Console>() {
         Some(console) => (console.take(), console.dropped),
         None => (Vec::new(), 0),
@@ -333,6 +338,8 @@ fn collect(runtime: &JsRuntime, error: Option<ExecError>) -> Report {
     Report {
         result_json: if error.is_none() { result_json } else { None },
         result_cut_from: None,
+        files: if error.is_none() { files } else { Vec::new() },
+        files_dropped,
         error,
         console,
         console_dropped,

@@ -245,6 +245,7 @@ impl TypeNames {
                 }
                 None => "any".into(),
             },
+            Shape::Bytes => super::typescript::BYTES.into(),
             Shape::String { .. }
             | Shape::Integer
             | Shape::Number
@@ -310,6 +311,33 @@ impl TypeNames {
     }
 }
 
+/// The names `globals.d.ts` declares (`File`, `Response`, `URL`, ...): a schema named so
+/// would clash with the sandbox's own global.
+fn global_names() -> &'static [&'static str] {
+    static NAMES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        GLOBALS
+            .lines()
+            .filter_map(|line| {
+                let rest = [
+                    "declare class ",
+                    "declare const ",
+                    "declare function ",
+                    "interface ",
+                    "type ",
+                ]
+                .iter()
+                .find_map(|p| line.strip_prefix(p))?;
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
+                    .unwrap_or(rest.len());
+                Some(&rest[..end])
+            })
+            .filter(|name| !name.is_empty())
+            .collect()
+    })
+}
+
 /// A schema name as a TypeScript identifier: other characters become `_`, and a name that is
 /// not one already (a leading digit, a reserved word) is prefixed.
 fn identifier(name: &str) -> String {
@@ -324,7 +352,7 @@ fn identifier(name: &str) -> String {
         })
         .collect();
     // Reserved words, and the names the declarations use themselves.
-    const TAKEN: [&str; 60] = [
+    const TAKEN: [&str; 50] = [
         "any",
         "unknown",
         "string",
@@ -339,12 +367,6 @@ fn identifier(name: &str) -> String {
         "bigint",
         "Record",
         "Promise",
-        "Response",
-        "Headers",
-        "Console",
-        "RequestInit",
-        "HeadersInit",
-        "URLSearchParams",
         "Error",
         "Array",
         "break",
@@ -381,15 +403,13 @@ fn identifier(name: &str) -> String {
         "var",
         "while",
         "with",
-        "let",
-        "type",
-        "interface",
-        "keyof",
     ];
     let ours = id.starts_with("Sdkbox") || id.starts_with("T_");
     if id.is_empty()
         || id.starts_with(|c: char| c.is_ascii_digit())
         || TAKEN.contains(&id.as_str())
+        || ["let", "type", "interface", "keyof"].contains(&id.as_str())
+        || global_names().contains(&id.as_str())
         || ours
     {
         id = format!("T_{id}");
@@ -407,6 +427,10 @@ mod tests {
         assert_eq!(identifier("issuing.card"), "issuing_card");
         assert_eq!(identifier("3ds"), "T_3ds");
         assert_eq!(identifier("Response"), "T_Response");
+        // A schema named like a global of the sandbox (the demo's and Stripe's `File`).
+        assert_eq!(identifier("File"), "T_File");
+        assert_eq!(identifier("URL"), "T_URL");
+        assert_eq!(identifier("Customer"), "Customer");
         assert_eq!(identifier("import"), "T_import");
         assert_eq!(identifier("SdkboxItems"), "T_SdkboxItems");
         assert_eq!(identifier(""), "T_");

@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use crate::egress::{FILE_MARK, FilePart, file_index};
 use crate::spec::Style;
 
 /// A scalar as it appears in a path, query or form: strings bare, others as JSON.
@@ -185,31 +186,94 @@ pub fn form(body: &serde_json::Map<String, Value>) -> String {
         .finish()
 }
 
-/// A `multipart/form-data` body from an object, and its content type.
-pub fn multipart(body: &serde_json::Map<String, Value>) -> (String, String) {
-    let mut pairs = Vec::new();
+/// A `multipart/form-data` body from an object, and its content type. A field that is a file
+/// (see [`crate::egress::FILE_MARK`]), or a list of files, is a part of its own for each,
+/// with its file name and media type; a mark of no file in `files` is refused.
+pub fn multipart(
+    body: &serde_json::Map<String, Value>,
+    files: &[FilePart],
+) -> Result<(Vec<u8>, String), String> {
+    // (name, text) or (name, file)
+    let mut parts: Vec<(String, Result<String, &FilePart>)> = Vec::new();
     for (key, value) in body {
+        let marks: Option<Vec<usize>> = match value {
+            Value::Array(items) if !items.is_empty() => items.iter().map(file_index).collect(),
+            other => file_index(other).map(|n| vec![n]),
+        };
+        if let Some(marks) = marks {
+            for n in marks {
+                let file = files.get(n).ok_or_else(|| unknown_file(n))?;
+                parts.push((key.clone(), Err(file)));
+            }
+            continue;
+        }
+        let mut pairs = Vec::new();
         nested_pairs(key, value, &mut pairs);
+        parts.extend(pairs.into_iter().map(|(k, v)| (k, Ok(v))));
     }
     // A boundary no value holds, so that no value can start a part of its own; the same
     // for the same body (an approved write is matched by its bytes).
+    let holds = |b: &str| {
+        parts.iter().any(|(k, v)| {
+            k.contains(b)
+                || match v {
+                    Ok(text) => text.contains(b),
+                    Err(file) => {
+                        memchr::memmem::find(&file.bytes, b.as_bytes()).is_some()
+                            || file.name.as_deref().is_some_and(|n| n.contains(b))
+                    }
+                }
+        })
+    };
     let boundary = (0u64..)
         .map(|n| format!("sdkbox-7c1f0a9e3b5d4c2a-{n}"))
-        .find(|b| !pairs.iter().any(|(k, v)| k.contains(b) || v.contains(b)))
+        .find(|b| !holds(b))
         .unwrap_or_default();
-    let mut out = String::new();
-    for (name, value) in pairs {
-        // A name is quoted; its quote and line breaks escaped as browsers do.
-        let name = name
-            .replace('"', "%22")
+    // A name is quoted; its quote and line breaks escaped as browsers do.
+    let quoted = |name: &str| {
+        name.replace('"', "%22")
             .replace('\r', "%0D")
-            .replace('\n', "%0A");
-        out.push_str(&format!(
-            "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
-        ));
+            .replace('\n', "%0A")
+    };
+    let mut out = Vec::new();
+    for (name, value) in parts {
+        let name = quoted(&name);
+        match value {
+            Ok(text) => out.extend_from_slice(
+                format!(
+                    "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{text}\r\n"
+                )
+                .as_bytes(),
+            ),
+            Err(file) => {
+                let filename = quoted(file.name.as_deref().unwrap_or("blob"));
+                let media_type = file
+                    .media_type
+                    .as_deref()
+                    .filter(|t| !t.contains(['\r', '\n']))
+                    .unwrap_or("application/octet-stream");
+                out.extend_from_slice(
+                    format!(
+                        "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; \
+                         filename=\"{filename}\"\r\nContent-Type: {media_type}\r\n\r\n"
+                    )
+                    .as_bytes(),
+                );
+                out.extend_from_slice(&file.bytes);
+                out.extend_from_slice(b"\r\n");
+            }
+        }
     }
-    out.push_str(&format!("--{boundary}--\r\n"));
-    (out, format!("multipart/form-data; boundary={boundary}"))
+    out.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    Ok((out, format!("multipart/form-data; boundary={boundary}")))
+}
+
+/// Why a file mark that names no file is refused.
+pub fn unknown_file(n: usize) -> String {
+    format!(
+        "`{{\"{FILE_MARK}\": {n}}}` stands for a file the call did not hand over; pass the \
+         Blob, File or Uint8Array itself"
+    )
 }
 
 /// A path segment, percent-encoded.
@@ -292,12 +356,14 @@ mod tests {
     fn a_multipart_value_cannot_start_a_part_of_its_own() {
         let forged = "x\r\n--sdkbox-7c1f0a9e3b5d4c2a-0\r\nContent-Disposition: form-data; name=\"admin\"\r\n\r\ntrue";
         let body = json!({"note": forged, "na\r\nme": "v"});
-        let (text, content_type) = multipart(body.as_object().unwrap());
+        let (text, content_type) = multipart(body.as_object().unwrap(), &[]).unwrap();
+        let text = String::from_utf8(text).unwrap();
         let boundary = content_type.split("boundary=").nth(1).unwrap();
         assert_eq!(boundary, "sdkbox-7c1f0a9e3b5d4c2a-1");
         assert_eq!(text.matches(&format!("--{boundary}\r\n")).count(), 2);
         assert!(text.contains("name=\"na%0D%0Ame\""));
-        let (again, _) = multipart(body.as_object().unwrap());
+        let (again, _) = multipart(body.as_object().unwrap(), &[]).unwrap();
+        let again = String::from_utf8(again).unwrap();
         assert_eq!(again, text, "the same body, the same bytes");
     }
 

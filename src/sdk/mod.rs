@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use thiserror::Error;
 
-use crate::egress::{ScriptRequest, UrlKind};
+use crate::egress::{FilePart, ScriptRequest, UrlKind, file_index, holds_file};
 use crate::spec::{Api, Encoding, Location, Operation, Param, Shape, Style};
 
 /// A call the script made: `api.<group>.<method>(params)`.
@@ -38,6 +38,9 @@ pub struct SdkCall {
     /// another SDK's positional form (`update(id, { ... })`) or its request options.
     #[serde(default)]
     pub extra: u32,
+    /// The files the parameters stand for (see [`crate::egress::FILE_MARK`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FilePart>,
 }
 
 /// Why a call given `arguments` arguments is refused, in sdkbox's words with its form: the
@@ -231,6 +234,7 @@ impl Sdk {
             query: Vec::new(),
             headers: Vec::new(),
             body: None,
+            files: Vec::new(),
             operation: Some(op.id.clone()),
             unencoded: None,
             position: None,
@@ -279,7 +283,14 @@ impl Sdk {
                 )));
             }
         }
-        self.encode_body(op, &at, body, body_fields.is_none(), &mut request)?;
+        self.encode_body(
+            op,
+            &at,
+            body,
+            body_fields.is_none(),
+            &call.files,
+            &mut request,
+        )?;
         stays_on_template(&request.url, &op.path).map_err(|e| CallError(format!("{at}: {e}")))?;
         Ok(request)
     }
@@ -290,6 +301,7 @@ impl Sdk {
         at: &str,
         mut body: Map<String, Value>,
         whole: bool,
+        files: &[FilePart],
         request: &mut ScriptRequest,
     ) -> Result<(), CallError> {
         let Some(spec) = &op.body else { return Ok(()) };
@@ -303,11 +315,22 @@ impl Sdk {
             return Ok(());
         }
         let place = if whole { "body" } else { "params" };
-        validate::check(&value, &spec.shape, place).map_err(|e| CallError(format!("{at}: {e}")))?;
-        let (text, content_type) = encoded_body(spec, &value)
-            .unwrap_or_else(|| (value.to_string(), "application/json".to_owned()));
+        let checked = match spec.encoding {
+            Encoding::Multipart => files_as_strings(&value),
+            _ => std::borrow::Cow::Borrowed(&value),
+        };
+        validate::check(&checked, &spec.shape, place)
+            .map_err(|e| CallError(format!("{at}: {e}")))?;
+        let (bytes, content_type) = encoded_body(spec, &value, files)
+            .map_err(|e| CallError(format!("{at}: {e}")))?
+            .unwrap_or_else(|| {
+                (
+                    value.to_string().into_bytes(),
+                    "application/json".to_owned(),
+                )
+            });
         request.headers.push(("content-type".into(), content_type));
-        request.body = Some(text);
+        request.body = Some(bytes.into());
         Ok(())
     }
 
@@ -358,14 +381,18 @@ impl Sdk {
         let (Some(value), Some(spec)) = (unencoded.body, &op.body) else {
             return Ok(());
         };
-        let Some((text, content_type)) = encoded_body(spec, &value) else {
+        let files = std::mem::take(&mut request.files);
+        let encoded = encoded_body(spec, &value, &files)
+            .map_err(|e| CallError(format!("{} {path}: {e}", request.method)))?;
+        let Some((bytes, content_type)) = encoded else {
+            request.files = files;
             return Ok(());
         };
         request
             .headers
             .retain(|(name, _)| !name.eq_ignore_ascii_case("content-type"));
         request.headers.push(("content-type".into(), content_type));
-        request.body = Some(text);
+        request.body = Some(bytes.into());
         Ok(())
     }
 
@@ -412,6 +439,16 @@ impl Sdk {
             .map(|(_, op)| op)
     }
 
+    /// Whether the operation with id `id` returns a file (its spec's success response is no
+    /// JSON and no text): the script gets its bytes.
+    pub fn returns_bytes(&self, id: &str) -> bool {
+        self.api
+            .operations
+            .iter()
+            .find(|op| op.id == id)
+            .is_some_and(|op| matches!(op.response.as_deref(), Some(Shape::Bytes)))
+    }
+
     /// Every operation, for the docs index.
     pub fn operations(&self) -> &[Operation] {
         &self.api.operations
@@ -420,21 +457,69 @@ impl Sdk {
 
 /// `value` as the body `spec` describes, and its content type; `None` for a form or
 /// multipart body that is not an object.
-fn encoded_body(spec: &crate::spec::Body, value: &Value) -> Option<(String, String)> {
-    Some(match (spec.encoding, value.as_object()) {
+/// A body as the operation's media type has it, and its content type: `None` when the value
+/// does not fit the encoding (the caller sends JSON, or the script's plain encoding). Files
+/// (see [`crate::egress::FILE_MARK`]) go as multipart parts or as a raw body; anywhere else
+/// they are refused.
+fn encoded_body(
+    spec: &crate::spec::Body,
+    value: &Value,
+    files: &[FilePart],
+) -> Result<Option<(Vec<u8>, String)>, String> {
+    Ok(Some(match (spec.encoding, value.as_object()) {
+        (Encoding::Multipart, Some(map)) => encode::multipart(map, files)?,
+        (Encoding::Raw, _) if let Some(n) = file_index(value) => {
+            let file = files.get(n).ok_or_else(|| encode::unknown_file(n))?;
+            (file.bytes.to_vec(), spec.media_type.clone())
+        }
+        _ if holds_file(value) => {
+            return Err(format!(
+                "a file (Blob, File or bytes) cannot go in a {} body, only in a multipart \
+                 field or as a whole raw body; if the API takes base64 text, give the bytes \
+                 as a base64 string instead",
+                spec.media_type
+            ));
+        }
         (Encoding::Form, Some(map)) => (
-            encode::form(map),
+            encode::form(map).into_bytes(),
             "application/x-www-form-urlencoded".to_owned(),
         ),
-        (Encoding::Multipart, Some(map)) => encode::multipart(map),
         (Encoding::Raw, _) if !value.is_object() && !value.is_array() => {
-            (encode::scalar(value), spec.media_type.clone())
+            (encode::scalar(value).into_bytes(), spec.media_type.clone())
         }
-        (Encoding::Raw, _) => return None,
+        (Encoding::Raw, _) => return Ok(None),
         // JSON as the spec names it (`application/merge-patch+json` too).
-        (Encoding::Json, _) => (value.to_string(), spec.media_type.clone()),
-        (Encoding::Form | Encoding::Multipart, None) => return None,
-    })
+        (Encoding::Json, _) => (value.to_string().into_bytes(), spec.media_type.clone()),
+        (Encoding::Form | Encoding::Multipart, None) => return Ok(None),
+    }))
+}
+
+/// `value` as validation sees it in a multipart body: a field given a file (or a list of
+/// files) is a string there, as every multipart field may be a file.
+fn files_as_strings(value: &Value) -> std::borrow::Cow<'_, Value> {
+    let Value::Object(map) = value else {
+        return std::borrow::Cow::Borrowed(value);
+    };
+    let is_file = |v: &Value| file_index(v).is_some();
+    let stands = |v: &Value| match v {
+        Value::Array(items) => !items.is_empty() && items.iter().all(is_file),
+        other => is_file(other),
+    };
+    if !map.values().any(stands) {
+        return std::borrow::Cow::Borrowed(value);
+    }
+    let replaced = map
+        .iter()
+        .map(|(k, v)| match v {
+            Value::Array(items) if stands(v) => (
+                k.clone(),
+                Value::Array(items.iter().map(|_| Value::String(String::new())).collect()),
+            ),
+            other if stands(other) => (k.clone(), Value::String(String::new())),
+            other => (k.clone(), other.clone()),
+        })
+        .collect();
+    std::borrow::Cow::Owned(Value::Object(replaced))
 }
 
 /// The body's fields when the body is an object (they are passed by name): their names, and

@@ -147,13 +147,21 @@ pub fn call_types(
     let response = op
         .response
         .as_ref()
-        .map_or("unknown".to_owned(), |r| response(r));
+        .map_or("unknown".to_owned(), |r| match &**r {
+            // Bytes come back as a Blob (of the response's media type).
+            Shape::Bytes => "Blob".to_owned(),
+            shape => response(shape),
+        });
     (params, response)
 }
+
+/// What the SDK takes for bytes: a file, bytes, or a string sent as its UTF-8.
+pub const BYTES: &str = "string | Blob | Uint8Array | ArrayBuffer";
 
 /// A shape as a TypeScript type, objects expanded `depth` levels deep.
 pub fn type_of(shape: &Shape, depth: usize) -> String {
     match shape {
+        Shape::Bytes => BYTES.into(),
         Shape::Any => "unknown".into(),
         Shape::Recursive(name) => name.clone(),
         Shape::String { values } if values.len() > 8 => "string".into(),

@@ -19,6 +19,8 @@ pub fn check(value: &Value, shape: &Shape, place: &str) -> Result<(), String> {
                 ))
             }
         }
+        (Shape::Bytes, Value::String(_)) => Ok(()),
+        (Shape::Bytes, v) if crate::egress::file_index(v).is_some() => Ok(()),
         (Shape::Integer, Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(()),
         (Shape::Number, Value::Number(_)) => Ok(()),
         (Shape::Boolean, Value::Bool(_)) => Ok(()),
@@ -84,6 +86,7 @@ pub fn describe(shape: &Shape) -> String {
         Shape::Any | Shape::Recursive(_) => "any value".into(),
         Shape::String { values } if !values.is_empty() => format!("one of {}", quoted(values)),
         Shape::String { .. } => "a string".into(),
+        Shape::Bytes => "a file (Blob, File, Uint8Array or ArrayBuffer) or a string".into(),
         Shape::Integer => "an integer".into(),
         Shape::Number => "a number".into(),
         Shape::Boolean => "a boolean".into(),
@@ -120,6 +123,9 @@ pub fn kind_of(value: &Value) -> String {
         Value::Number(n) => format!("number {n}"),
         Value::String(s) => format!("string \"{}\"", crate::spec::shorten(s, 40)),
         Value::Array(_) => "an array".into(),
+        Value::Object(_) if crate::egress::file_index(value).is_some() => {
+            "a file (Blob, File or bytes)".into()
+        }
         Value::Object(_) => "an object".into(),
     }
 }

@@ -4,6 +4,7 @@
 mod approve;
 mod client_address;
 mod fair_http;
+mod files;
 mod http;
 mod lifecycle;
 mod link_ask;
@@ -48,8 +49,10 @@ use tokio_util::sync::CancellationToken;
 const INSTRUCTIONS: &str = "This server gives you one API through two tools. Work in two steps: \
 call search_docs to find the operations you need (each hit shows the exact SDK call), then \
 call execute with TypeScript that calls them through `api` and returns only what you need \
-(filter, join and count in code, not in the conversation). Everything is one provider; \
-nothing persists between execute calls.";
+(filter, join and count in code, not in the conversation). Scripts have the web platform \
+of Deno and Workers (URL, Blob, FormData, crypto, ...); a Blob, File or `sdkbox.file(data, \
+{ name, type })` in the result reaches you as a file (an image, a resource). Everything is \
+one provider; nothing persists between execute calls.";
 
 /// Everything the tools need about the one provider, built once at startup.
 pub struct Provider {
@@ -300,7 +303,7 @@ impl SdkboxServer {
             sdk: Some(self.provider.sdk.clone()),
             gate: round.gate(),
             caller: caller.worker_identity(),
-            principal: who,
+            principal: who.clone(),
             hold: checking.as_ref().and_then(|checking| checking.hold()),
         };
         let heartbeat = progress_heartbeat(&context);
@@ -419,6 +422,16 @@ impl SdkboxServer {
             return Ok(CallToolResponse::InputRequired(required));
         }
         let mut result = tools::execute_result(&outcome, self.provider.limits.max_output_bytes);
+        if !outcome.files.is_empty() {
+            // What the answer leaves room for goes inline; the rest is linked.
+            let inline = crate::answer::MAX_ANSWER_BYTES
+                .saturating_sub(self.provider.limits.max_output_bytes)
+                .saturating_sub(4 * 1024);
+            let state = self.provider.approvals.state();
+            result
+                .content
+                .extend(files::contents(&outcome, inline, &who, state).await);
+        }
         if let Some(challenge) = step_up {
             // For clients that step up from a tool result (ChatGPT's convention).
             let mut meta = result.meta.take().unwrap_or_default();
@@ -567,6 +580,7 @@ impl ServerHandler for SdkboxServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_logging()
+                .enable_resources()
                 .build(),
         )
         .with_server_info(
@@ -574,6 +588,19 @@ impl ServerHandler for SdkboxServer {
                 .with_title(format!("sdkbox: {}", self.provider.name)),
         )
         .with_instructions(INSTRUCTIONS)
+    }
+
+    /// Reads a file a script returned as a link (see `files`): the caller's own, while it
+    /// lasts. Nothing is listed: links are made per call.
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
+        let who = principal(&context);
+        files::read(&request.uri, &who, self.provider.approvals.state())
+            .await
+            .map(Into::into)
     }
 
     /// Routes a call to its tool; an unknown name is an error that names it and the two tools

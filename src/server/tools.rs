@@ -125,8 +125,7 @@ pub fn execute_output_schema() -> Arc<JsonObject> {
         "properties": {
             "ok": {"type": "boolean"},
             "result": {"anyOf": any},
-            "truncated": {"type": "object", "properties": {
-                "original_chars": count, "limit_chars": count}},
+            "truncated": {"type": "object"},
             "error": {"type": "object", "properties": {
                 "kind": {"type": "string", "enum": ErrorKind::ALL.map(ErrorKind::as_str)},
                 "message": text},
@@ -139,6 +138,7 @@ pub fn execute_output_schema() -> Arc<JsonObject> {
             "plan_dropped": count,
             "approvals": {"type": "array"},
             "warnings": {"type": "array"},
+            "files": {"type": "array"},
             "duration_ms": count
         },
         "required": ["ok", "result", "console", "http", "duration_ms"]
@@ -288,6 +288,16 @@ fn text(outcome: &Outcome) -> String {
             ));
         }
     }
+    if !outcome.files.is_empty() {
+        out.push_str("\nfiles (sent as contents of this result):");
+        for file in &outcome.files {
+            let line = format!("{} ({}, {} bytes)", file.name, file.media_type, file.size);
+            match &file.withheld {
+                None => out.push_str(&format!("\n  {}", indented(&line, "    "))),
+                Some(why) => out.push_str(&format!("\n  {}: {}", indented(&line, "    "), why)),
+            }
+        }
+    }
     if !outcome.warnings.is_empty() {
         out.push_str("\ntype check warnings (the code ran):");
         for warning in &outcome.warnings {
@@ -425,6 +435,22 @@ mod tests {
             plan_dropped: 1,
             approvals: vec!["open http://127.0.0.1:1/approve/x".into()],
             warnings: vec!["1:5 TS2339: Property 'x' does not exist on type 'Order'.".into()],
+            files: vec![
+                crate::sandbox::ReturnedFile {
+                    name: "chart.png".into(),
+                    media_type: "image/png".into(),
+                    size: 3,
+                    withheld: None,
+                    bytes: vec![1, 2, 3],
+                },
+                crate::sandbox::ReturnedFile {
+                    name: "leak.bin".into(),
+                    media_type: "application/octet-stream".into(),
+                    size: 9,
+                    withheld: Some("withheld".into()),
+                    bytes: Vec::new(),
+                },
+            ],
             duration_ms: 9,
             timings: Timings::default(),
         }

@@ -163,6 +163,10 @@ pub enum Shape {
         /// Allowed values, when the schema lists them.
         values: Vec<String>,
     },
+    /// Bytes: a string of `format: binary`, or a raw body of another media type than JSON,
+    /// a form or multipart. A script gives a file (`Blob`, `File`, `Uint8Array`,
+    /// `ArrayBuffer`) or a string.
+    Bytes,
     /// An integer.
     Integer,
     /// A number.

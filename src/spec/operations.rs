@@ -152,12 +152,13 @@ fn operation(
             schemas,
         )?,
         body: body(spec.get("requestBody"), schemas)?,
-        response: success
-            .map(|schema| {
+        response: match success {
+            Some(schema) => {
                 let shape = schemas.shape(schema)?;
-                Ok(schemas.views.for_responses(&shape))
-            })
-            .transpose()?,
+                Some(schemas.views.for_responses(&shape))
+            }
+            None => not_json_success(spec.get("responses"), schemas)?,
+        },
         // The named schema it returns (for lists, that of the items): its description says
         // what the operation is about in the provider's words.
         resource: success.and_then(first_schema_name),
@@ -269,8 +270,8 @@ fn body(raw: Option<&Value>, schemas: &mut Schemas) -> Result<Option<Body>, RefE
         return Ok(None);
     };
     let shape = match (encoding, media.get("schema")) {
-        // A body of bytes or text is one string, whatever its schema says of it.
-        (Encoding::Raw, _) => Arc::new(Shape::String { values: Vec::new() }),
+        // A body of bytes or text is given whole, whatever its schema says of it.
+        (Encoding::Raw, _) => Arc::new(Shape::Bytes),
         (_, Some(schema)) => {
             let shape = schemas.shape(schema)?;
             schemas.views.for_requests(&shape)
@@ -325,8 +326,42 @@ fn first_schema_name(schema: &Value) -> Option<String> {
     }
 }
 
-/// The JSON schema of the first success response, as the spec writes it.
-fn success_schema<'v>(
+/// What the first success response is when it is not JSON: text for a text media type, else
+/// bytes (an image, a PDF, an archive), as the sandbox hands them to the script.
+fn not_json_success(
+    raw: Option<&Value>,
+    schemas: &Schemas<'_>,
+) -> Result<Option<Arc<Shape>>, RefError> {
+    let Some(response) = first_success(raw, schemas)? else {
+        return Ok(None);
+    };
+    let Some((media_type, _)) = response
+        .get("content")
+        .and_then(Value::as_object)
+        .and_then(|content| content.iter().next())
+    else {
+        return Ok(None);
+    };
+    let text = [
+        "text/",
+        "xml",
+        "javascript",
+        "csv",
+        "yaml",
+        "html",
+        "x-www-form-urlencoded",
+    ]
+    .iter()
+    .any(|t| media_type.contains(t));
+    Ok(Some(Arc::new(if text {
+        Shape::String { values: Vec::new() }
+    } else {
+        Shape::Bytes
+    })))
+}
+
+/// The first success response (the lowest 2xx code), its `$ref` resolved.
+fn first_success<'v>(
     raw: Option<&'v Value>,
     schemas: &Schemas<'v>,
 ) -> Result<Option<&'v Value>, RefError> {
@@ -338,9 +373,16 @@ fn success_schema<'v>(
     let Some(code) = codes.first() else {
         return Ok(None);
     };
-    let response = schemas.resolve(&responses[code.as_str()])?;
-    Ok(response
-        .get("content")
+    schemas.resolve(&responses[code.as_str()]).map(Some)
+}
+
+/// The JSON schema of the first success response, as the spec writes it.
+fn success_schema<'v>(
+    raw: Option<&'v Value>,
+    schemas: &Schemas<'v>,
+) -> Result<Option<&'v Value>, RefError> {
+    Ok(first_success(raw, schemas)?
+        .and_then(|response| response.get("content"))
         .and_then(Value::as_object)
         .and_then(|content| content.iter().find(|(t, _)| t.contains("json")))
         .and_then(|(_, media)| media.get("schema")))

@@ -120,6 +120,9 @@ impl<'a> Schemas<'a> {
 
     fn single(&mut self, kind: &str, schema: &Value) -> Result<Shape, RefError> {
         Ok(match kind {
+            "string" if schema.get("format").and_then(Value::as_str) == Some("binary") => {
+                Shape::Bytes
+            }
             "string" => Shape::String {
                 // An enum of thousands is a list, not a type: any string is accepted (and the
                 // values are not copied into every signature and hit).

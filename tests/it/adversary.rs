@@ -39,6 +39,7 @@ fn hostile_sandbox_with(
     let egress = Egress::new(EgressConfig {
         base_url: provider.base.clone(),
         extra_origins: Vec::new(),
+        download_origins: Vec::new(),
         credential: Some(Credential {
             scheme: AuthScheme::Bearer,
             secret: Secret::new(secret.to_owned()),

@@ -36,7 +36,7 @@ const APPROVAL_CHECKS: [&str; 14] = [
 ];
 
 /// Every check a conformance client runs; each must run and pass.
-const CHECKS: [&str; 14] = [
+const CHECKS: [&str; 15] = [
     "tools",
     "search_hits",
     "search_no_hits",
@@ -47,6 +47,7 @@ const CHECKS: [&str; 14] = [
     "execute_syntax_error",
     "execute_truncated",
     "execute_cancelled",
+    "execute_files",
     "argument_error",
     "unknown_tool",
     "malformed_request",

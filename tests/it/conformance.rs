@@ -520,6 +520,7 @@ async fn sampled_operations_of_each_spec_are_accepted_by_prism() {
         let egress = Egress::new(EgressConfig {
             base_url: prism.base.parse().unwrap(),
             extra_origins: Vec::new(),
+            download_origins: Vec::new(),
             credential: Some(Credential {
                 scheme: AuthScheme::Bearer,
                 secret: Secret::new("sk_test_conformance".to_owned()),

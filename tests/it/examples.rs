@@ -95,6 +95,62 @@ async fn the_readmes_and_the_examples_code_runs_and_passes_the_type_check() {
     shutdown.cancel();
 }
 
+/// The README's examples of files and bytes (`ts files` blocks) run against the demo, with
+/// writes allowed, pass the type check, and return what they say.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_file_examples_run_and_pass_the_type_check() {
+    let shutdown = CancellationToken::new();
+    let address = sdkbox::demo::start(shutdown.clone()).await.unwrap();
+    let base = format!("http://{address}/v1");
+    let spec = root().join("docs-index/demo/openapi.yaml");
+    let blocks = readme_blocks("ts files");
+    assert_eq!(
+        blocks.len(),
+        2,
+        "the README shows an upload and files returned"
+    );
+    let check = crate::typecheck::demo_checker().await;
+    let mut outcomes = Vec::new();
+    for code in &blocks {
+        let outcome = exec(
+            code,
+            &base,
+            &[
+                "--spec",
+                spec.to_str().unwrap(),
+                "--secret-env",
+                "DEMO_KEY",
+                "--writes",
+                "allow",
+            ],
+            &[("DEMO_KEY", sdkbox::demo::DEMO_KEY)],
+        )
+        .await;
+        assert_eq!(outcome["ok"], true, "{code}\n{outcome}");
+        if let Some(check) = &check {
+            checks_clean(check, code).await;
+        }
+        outcomes.push(outcome);
+    }
+    assert_eq!(
+        outcomes[0]["result"]["text"], "date,total\n2026-12-01,4999\n",
+        "{}",
+        outcomes[0]
+    );
+    let files: Vec<(&str, &str)> = outcomes[1]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["name"].as_str().unwrap(), f["type"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        files,
+        [("anvil.png", "image/png"), ("orders.csv", "text/csv")]
+    );
+    assert_eq!(outcomes[1]["result"]["picture"]["sdkbox_file"], "anvil.png");
+    shutdown.cancel();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_github_example_runs_against_prism_serving_githubs_spec() {
     let Some(path) = shared_spec("github-api.github.com.json") else {

@@ -92,6 +92,7 @@ impl HostileProvider {
         let seen = Arc::new(Seen::default());
         let app = Router::new()
             .route("/v1/leak/{form}", get(leak))
+            .route("/v1/leak-binary/{form}", get(leak_binary))
             .route("/v1/leak-header-name", get(leak_header_name))
             .route("/v1/leak-redirect", get(leak_redirect))
             .route("/v1/leak-error", get(leak_error))
@@ -343,6 +344,31 @@ async fn leak(Path(form): Path<String>, headers: HeaderMap) -> Response {
     }
     let (content_type, body) = encode(&form, &token);
     ([(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+/// The encodings `/v1/leak-binary/{form}` hides the credential in, among bytes that are not
+/// UTF-8 (a file's): `clean` hides nothing.
+pub const BINARY_FORMS: &[&str] = &["plain", "utf16", "base64", "reversed", "hex", "clean"];
+
+/// The credential inside bytes that are not text, as a PNG or a PDF might carry it.
+async fn leak_binary(Path(form): Path<String>, headers: HeaderMap) -> Response {
+    let token = token(&headers);
+    let hidden: Vec<u8> = match form.as_str() {
+        "plain" => token.into_bytes(),
+        "utf16" => token.encode_utf16().flat_map(u16::to_le_bytes).collect(),
+        "base64" => STANDARD.encode(&token).into_bytes(),
+        "reversed" => token.bytes().rev().collect(),
+        "hex" => token
+            .bytes()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+            .into_bytes(),
+        _ => b"nothing to see".to_vec(),
+    };
+    let mut body = vec![0x89, b'P', b'N', b'G', 0x00, 0xff, 0xfe, 0x80];
+    body.extend_from_slice(&hidden);
+    body.extend((0..=255u8).rev());
+    ([(header::CONTENT_TYPE, "application/octet-stream")], body).into_response()
 }
 
 /// `kib` KiB crafted to cost the scrubber the most it can per byte: base64 of base64 of

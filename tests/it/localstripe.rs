@@ -65,6 +65,7 @@ async fn stripe_scenarios_run_against_localstripe() {
     let egress = Egress::new(EgressConfig {
         base_url: base.parse().unwrap(),
         extra_origins: Vec::new(),
+        download_origins: Vec::new(),
         credential: Some(Credential {
             scheme: AuthScheme::Basic,
             secret: Secret::new("sk_test_localstripe".to_owned()),

@@ -20,6 +20,7 @@ mod deploy;
 mod egress;
 mod examples;
 mod fairness;
+mod files;
 mod frameworks;
 mod golden;
 mod hostile;

@@ -39,6 +39,7 @@ async fn pool_with(config: PoolConfig, base: &Url) -> Fixture {
     let egress = Egress::new(EgressConfig {
         base_url: base.clone(),
         extra_origins: Vec::new(),
+        download_origins: Vec::new(),
         credential: Some(Credential {
             scheme: AuthScheme::Bearer,
             secret: Secret::new(CANARY.to_owned()),
@@ -428,6 +429,7 @@ async fn a_worker_serves_one_caller_only() {
     let other_egress = Egress::new(EgressConfig {
         base_url: Url::parse("http://127.0.0.1:9/").unwrap(),
         extra_origins: Vec::new(),
+        download_origins: Vec::new(),
         credential: Some(Credential {
             scheme: AuthScheme::Bearer,
             secret: Secret::new("sk_test_another_callers_key".to_owned()),

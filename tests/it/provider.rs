@@ -1,6 +1,7 @@
 //! A real HTTP provider on 127.0.0.1 for egress tests: it echoes what it receives and
 //! records the credentials it saw, so tests can check both sides of the bridge.
 
+use base64::Engine as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -104,6 +105,7 @@ async fn echo(request: Request) -> Response {
         "query": parts.uri.query(),
         "headers": headers,
         "body": String::from_utf8_lossy(&body),
+        "body_base64": base64::engine::general_purpose::STANDARD.encode(&body),
     }))
     .into_response()
 }

@@ -113,6 +113,7 @@ fn sandbox_for(provider: &Provider, api: Arc<sdkbox::spec::Api>) -> InProcessSan
     let egress = sdkbox::egress::Egress::new(sdkbox::egress::EgressConfig {
         base_url: provider.base.clone(),
         extra_origins: Vec::new(),
+        download_origins: Vec::new(),
         credential: None,
         limits: EgressLimits::default(),
     })

@@ -46,6 +46,7 @@ fn prepare(
         method: method.into(),
         params,
         extra: 0,
+        files: Vec::new(),
     };
     sdk.prepare(&call)
         .unwrap_or_else(|e| panic!("api.{group}.{method}: {e}"))
@@ -67,7 +68,7 @@ async fn stripe_loads_from_json_and_yaml() {
         ("POST", "/v1/customers")
     );
     assert_eq!(
-        request.body.as_deref(),
+        request.body.as_ref().and_then(|b| b.text()),
         Some("email=a%40b.c&metadata%5Bk%5D=v&expand%5B%5D=tax")
     );
     let request = prepare(&sdk, "customers", "retrieve", json!({"customer": "cus_1"}));
@@ -77,6 +78,7 @@ async fn stripe_loads_from_json_and_yaml() {
         method: "list".into(),
         params: json!({"limit": "10"}),
         extra: 0,
+        files: Vec::new(),
     });
     assert!(
         error
@@ -105,7 +107,7 @@ async fn github_loads_with_groups_from_operation_ids() {
         ("POST", "/repos/o/r/issues")
     );
     assert_eq!(
-        request.body.as_deref(),
+        request.body.as_ref().and_then(|b| b.text()),
         Some(r#"{"title":"Bug","labels":["bug"]}"#)
     );
     let request = prepare(
@@ -300,6 +302,7 @@ async fn pathological_specs_are_refused_or_loaded_within_bounds() {
         method: "get".into(),
         params: json!({"kind": "v4999x"}),
         extra: 0,
+        files: Vec::new(),
     };
     assert!(sdk.prepare(&call).is_ok());
     // A spec by URL larger than the cap is refused as it streams in.

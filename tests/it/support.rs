@@ -22,6 +22,7 @@ pub fn sandbox(base: &Url, scheme: Option<AuthScheme>, limits: EgressLimits) -> 
     let egress = Egress::new(EgressConfig {
         base_url: base.clone(),
         extra_origins: Vec::new(),
+        download_origins: Vec::new(),
         credential,
         limits,
     })

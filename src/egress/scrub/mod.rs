@@ -160,6 +160,22 @@ impl Scrubber {
         out
     }
 
+    /// Why bytes that are not text (a file) cannot be handed over, or `None` when they
+    /// carry the secret in no form and can go as they are. Bytes are withheld whole, never
+    /// cut into: a file with a piece replaced is another file.
+    pub fn binary_shows_secret(&self, bytes: &[u8]) -> Option<&'static str> {
+        let secret = self.secret.as_ref()?;
+        let meter = self.meter();
+        if !meter.take(bytes.len()) {
+            return Some(UNCHECKED);
+        }
+        let search = Search::new(meter);
+        if !secret.shows_in_bytes(bytes, &search) {
+            return None;
+        }
+        Some(if meter.spent() { UNCHECKED } else { WITHHELD })
+    }
+
     /// Scrubs every string and key inside a JSON value, in place.
     pub fn scrub_json(&self, value: &mut Value) {
         if self.secret.is_some() {

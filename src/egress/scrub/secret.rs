@@ -278,6 +278,13 @@ impl Secret {
         })
     }
 
+    /// Whether bytes that are not text (a file) carry the secret in any form: as they are,
+    /// or through every decoding text is searched through. Past the budget they do.
+    pub fn shows_in_bytes(&self, bytes: &[u8], search: &Search) -> bool {
+        self.matcher.as_ref().is_some_and(|m| m.is_match(bytes))
+            || self.carried(bytes, DEPTH, true, search)
+    }
+
     /// Whether `raw`, decoded in any of the known ways (up to `depth` decodings deep, one of
     /// them a block decoding when `blocks`; each ending in the matcher), carries a fragment
     /// of the secret that counts. Past the budget it does: what is not checked is not let

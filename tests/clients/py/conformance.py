@@ -9,6 +9,7 @@ Environment (read by harness.py):
 """
 
 import asyncio
+import base64
 import json
 import os
 import sys
@@ -108,6 +109,32 @@ async def main():
             after = await call("execute", {"code": find})
             assert after.structured_content["result"] is False, "the cancelled script went on and created the customer"
 
+        async def execute_files():
+            # Files returned to the client: the demo's PNG as image content, a CSV as an
+            # embedded resource, and a file too large to go inline as a resource link read
+            # back byte for byte.
+            code = "\n".join([
+                'const picture = await api.products.getImage({ product_id: "prod_001" });',
+                'const csv = sdkbox.file("id,total\\nord_001,4999\\n", { name: "orders.csv", type: "text/csv" });',
+                'const big = sdkbox.file(new Uint8Array(300000).map((_, i) => i % 251), { name: "big.bin" });',
+                'return { picture: sdkbox.file(picture, { name: "anvil.png" }), csv, big };',
+            ])
+            result = await call("execute", {"code": code})
+            assert not result.is_error, text(result)
+            kinds = [c.type for c in result.content]
+            image = next(c for c in result.content if c.type == "image")
+            assert image.mime_type == "image/png" and base64.b64decode(image.data)[1:4] == b"PNG", kinds
+            embedded = next(c for c in result.content if c.type == "resource")
+            assert embedded.resource.mime_type == "text/csv", kinds
+            assert embedded.resource.text == "id,total\nord_001,4999\n", embedded.resource
+            link = next(c for c in result.content if c.type == "resource_link")
+            assert link.name == "big.bin" and link.size == 300000, link
+            read = await client.read_resource(str(link.uri))
+            data = base64.b64decode(read.contents[0].blob)
+            assert data == bytes(i % 251 for i in range(300000)), f"read back {len(data)} bytes"
+            names = [f["name"] for f in result.structured_content["files"]]
+            assert names == ["anvil.png", "orders.csv", "big.bin"], names
+
         async def argument_error():
             result = await call("execute", {"code": 42})
             assert result.is_error, "a wrong argument is a tool error"
@@ -150,6 +177,7 @@ async def main():
             ("execute_syntax_error", execute_syntax_error),
             ("execute_truncated", execute_truncated),
             ("execute_cancelled", execute_cancelled),
+            ("execute_files", execute_files),
             ("argument_error", argument_error),
             ("unknown_tool", unknown_tool),
             ("malformed_request", malformed_request),

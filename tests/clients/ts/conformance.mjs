@@ -143,6 +143,34 @@ await check("malformed_request", async () => {
   assert(message.length > 0, "a malformed tools/call must be refused");
 });
 
+// Files returned to the client: the demo's PNG as image content, a CSV as an embedded
+// resource, and a file too large to go inline as a resource link read back byte for byte.
+const FILES_CODE = [
+  'const picture = await api.products.getImage({ product_id: "prod_001" });',
+  'const csv = sdkbox.file("id,total\\nord_001,4999\\n", { name: "orders.csv", type: "text/csv" });',
+  'const big = sdkbox.file(new Uint8Array(300000).map((_, i) => i % 251), { name: "big.bin" });',
+  'return { picture: sdkbox.file(picture, { name: "anvil.png" }), csv, big };',
+].join("\n");
+
+await check("execute_files", async () => {
+  const result = await callTool("execute", { code: FILES_CODE });
+  assert(result.isError !== true, text(result));
+  const kinds = JSON.stringify(result.content.map((c) => c.type));
+  const image = result.content.find((c) => c.type === "image");
+  assert(image?.mimeType === "image/png", kinds);
+  assert(Buffer.from(image.data, "base64").subarray(1, 4).toString() === "PNG", "the image is a PNG");
+  const embedded = result.content.find((c) => c.type === "resource");
+  assert(embedded?.resource.mimeType === "text/csv" && embedded.resource.text === "id,total\nord_001,4999\n", kinds);
+  const link = result.content.find((c) => c.type === "resource_link");
+  assert(link?.name === "big.bin" && link.size === 300000, kinds);
+  const read = await client.readResource({ uri: link.uri });
+  const bytes = Buffer.from(read.contents[0].blob, "base64");
+  assert(bytes.length === 300000 && bytes.every((b, i) => b === i % 251), `read back ${bytes.length} bytes`);
+  const names = result.structuredContent.files.map((f) => f.name);
+  assert(JSON.stringify(names) === '["anvil.png","orders.csv","big.bin"]', JSON.stringify(names));
+  assert(result.structuredContent.result.csv.sdkbox_file === "orders.csv", JSON.stringify(result.structuredContent.result));
+});
+
 await check("still_serving", async () => {
   const result = await callTool("execute", { code: "return 'still serving'" });
   assert(result.structuredContent.result === "still serving", JSON.stringify(result.structuredContent));
