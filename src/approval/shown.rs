@@ -138,9 +138,11 @@ impl Shown {
 const PREVIEW: usize = 48;
 
 /// A body that is or holds files, as a human reads it, or `None` for a body read as text:
-/// a body of bytes (a media type that is no text, or bytes that are not UTF-8) is its
-/// summary; a multipart body shows each part's headers and its text, a file part (one with a
-/// file name, or bytes that are not UTF-8) as its summary. Never raw bytes.
+/// bytes that are not UTF-8 are their summary; a multipart body shows each part's headers
+/// and its text, a file part (one with a `filename` parameter) that is not UTF-8 as its
+/// summary. Text is always shown as text, whatever type it is declared (a provider may read
+/// JSON sent as `application/octet-stream`): a text file too large to read whole is not
+/// asked about. Never raw bytes.
 fn files_summarised(bytes: &[u8], content_type: &str) -> Option<String> {
     let lower = content_type.to_ascii_lowercase();
     if lower.starts_with("multipart/") {
@@ -155,24 +157,22 @@ fn files_summarised(bytes: &[u8], content_type: &str) -> Option<String> {
             .trim_matches('"');
         return multipart_summarised(bytes, boundary);
     }
-    let content_type = lower.as_str();
-    let text = ["json", "text/", "xml", "form", "javascript", "yaml", "csv"]
-        .iter()
-        .any(|t| content_type.contains(t))
-        || content_type.is_empty();
-    if text && std::str::from_utf8(bytes).is_ok() {
-        return None;
+    match std::str::from_utf8(bytes) {
+        Ok(_) => None,
+        Err(_) => Some(summary(bytes)),
     }
-    Some(summary(bytes))
 }
 
 /// A multipart body part by part (see [`files_summarised`]); `None` when it is not laid out
-/// as its boundary says, and is shown as it is.
+/// exactly as its boundary says (a preamble, no closing delimiter, anything after it), and
+/// is shown as it is.
 fn multipart_summarised(bytes: &[u8], boundary: &str) -> Option<String> {
     let delimiter = format!("--{boundary}");
     let finder = memchr::memmem::Finder::new(delimiter.as_bytes());
     let starts: Vec<usize> = finder.find_iter(bytes).collect();
-    if starts.first() != Some(&0) {
+    let last = *starts.last()?;
+    let closing = &bytes[last + delimiter.len()..];
+    if starts.first() != Some(&0) || !(closing == b"--\r\n" || closing == b"--") {
         return None;
     }
     let mut out = String::new();
@@ -186,15 +186,43 @@ fn multipart_summarised(bytes: &[u8], boundary: &str) -> Option<String> {
             "{delimiter}\n{}\n\n",
             visible(&head.replace("\r\n", "\n"))
         ));
-        let file = head.to_ascii_lowercase().contains("filename");
         match std::str::from_utf8(content) {
-            Ok(text) if !file => out.push_str(&visible(text)),
-            _ => out.push_str(&summary(content)),
+            Ok(text) => out.push_str(&visible(text)),
+            Err(_) if names_a_file(head) => out.push_str(&summary(content)),
+            Err(_) => out.push_str(&render_body(content)),
         }
         out.push('\n');
     }
     out.push_str(&format!("{delimiter}--"));
     Some(out)
+}
+
+/// Whether a part's headers give it a file name: a `filename` (or `filename*`) parameter of
+/// its `Content-Disposition`, not the word anywhere.
+fn names_a_file(head: &str) -> bool {
+    head.lines()
+        .filter_map(|line| line.split_once(':'))
+        .filter(|(name, _)| name.trim().eq_ignore_ascii_case("content-disposition"))
+        .any(|(_, value)| {
+            // Parameters split at `;` outside quotes: `name="a;filename=x"` names no file.
+            let mut quoted = false;
+            let mut params = vec![String::new()];
+            for c in value.chars() {
+                match c {
+                    '"' => quoted = !quoted,
+                    ';' if !quoted => params.push(String::new()),
+                    _ => {}
+                }
+                if let Some(last) = params.last_mut() {
+                    last.push(c);
+                }
+            }
+            params.iter().skip(1).any(|param| {
+                let param = param.trim_start_matches(';');
+                let name = param.split('=').next().unwrap_or_default().trim();
+                name.eq_ignore_ascii_case("filename") || name.eq_ignore_ascii_case("filename*")
+            })
+        })
 }
 
 /// Bytes as a human is asked about them: their size, their SHA-256 and how they start.
@@ -411,53 +439,53 @@ mod tests {
     }
 
     /// A file is asked about as its size, digest and first bytes, never as raw bytes, in a
-    /// raw body of bytes and in a multipart part alike; the form's other fields are read as
-    /// text, and a file of many lines still makes a question a human can read whole.
+    /// raw body of bytes and in a multipart part alike; text is shown as text whatever type
+    /// it is declared (JSON sent as bytes included), and a multipart body not laid out as
+    /// its boundary says is shown as it is.
     #[test]
     fn files_are_shown_as_size_digest_and_start() {
         let png: Vec<u8> = [&b"\x89PNG\r\n\x1a\n"[..], &[0u8; 4000], &b"\n".repeat(500)].concat();
-        let raw = Shown::new(
-            None,
-            "POST",
-            "http://h/assets",
-            &["content-type: application/octet-stream".into()],
-            Some(&png),
-        );
+        let octets = |body: &[u8]| {
+            let headers = ["content-type: application/octet-stream".to_owned()];
+            Shown::new(None, "POST", "http://h/assets", &headers, Some(body))
+        };
+        let raw = octets(&png);
         let body = raw.body.clone().unwrap();
         assert!(body.starts_with("[file: 4508 bytes, SHA-256 "), "{body}");
         assert!(body.contains("starting hex 89504e470d0a1a0a"), "{body}");
         assert!(raw.whole(), "{} lines", raw.lines());
-        let mut form = b"--B\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nreceipt\r\n\
---B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"r.csv\"\r\nContent-Type: text/csv\r\n\r\n"
-            .to_vec();
-        form.extend_from_slice(&b"a,b\n".repeat(3000));
-        form.extend_from_slice(b"\r\n--B--\r\n");
-        let multipart = Shown::new(
-            None,
-            "POST",
-            "http://h/files",
-            &["content-type: multipart/form-data; boundary=B".into()],
-            Some(&form),
-        );
-        let body = multipart.body.clone().unwrap();
-        assert!(body.contains("name=\"purpose\"\n\nreceipt"), "{body}");
-        assert!(body.contains("[file: 12000 bytes, SHA-256 "), "{body}");
-        assert!(body.contains("starting \"a,b\\na,b"), "{body}");
+        // JSON declared as bytes is shown as what it is.
+        let json = octets(br#"{"title":"Fix typo","assignees":["attacker"]}"#);
+        assert!(json.body.unwrap().contains("\"attacker\""));
+        let form = |file_head: &str, content: &[u8], end: &[u8]| {
+            let mut form = b"--B\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nreceipt\r\n--B\r\n".to_vec();
+            form.extend_from_slice(file_head.as_bytes());
+            form.extend_from_slice(b"\r\n\r\n");
+            form.extend_from_slice(content);
+            form.extend_from_slice(end);
+            let headers = ["content-type: multipart/form-data; boundary=B".to_owned()];
+            Shown::new(None, "POST", "http://h/files", &headers, Some(&form))
+                .body
+                .unwrap()
+        };
+        let file = "Content-Disposition: form-data; name=\"file\"; filename=\"r.png\"\r\nContent-Type: image/png";
+        let shown = form(file, &png, b"\r\n--B--\r\n");
+        assert!(shown.contains("name=\"purpose\"\n\nreceipt"), "{shown}");
+        assert!(shown.contains("[file: 4508 bytes, SHA-256 "), "{shown}");
+        // A text file is text; a part that only says "filename" somewhere is no file.
+        let shown = form(file, b"a,b\n1,2", b"\r\n--B--\r\n");
+        assert!(shown.contains("a,b\n1,2"), "{shown}");
+        let sly = "Content-Disposition: form-data; name=\"note\"; x=\"nofilename;filename=y\"";
+        let shown = form(sly, b"refund \xff all", b"\r\n--B--\r\n");
         assert!(
-            multipart.whole(),
-            "{} chars, {} lines",
-            multipart.size(),
-            multipart.lines()
+            !shown.contains("[file:") && shown.contains("refund"),
+            "{shown}"
         );
-        // Text declared as text is shown as it is.
-        let json = Shown::new(
-            None,
-            "POST",
-            "http://h/x",
-            &["content-type: application/json".into()],
-            Some(b"{\"a\":1}"),
-        );
-        assert!(json.body.unwrap().contains("\"a\": 1"));
+        // Without its closing delimiter, or with bytes after it: shown as it is.
+        for end in [&b"\r\n"[..], b"\r\n--B--\r\namount=999999"] {
+            let shown = form(file, b"x", end);
+            assert!(!shown.contains("[file:"), "{shown}");
+        }
     }
 
     #[test]

@@ -127,8 +127,8 @@
   let returned = null;
   const MAX_RETURNED_FILES = 20;
   function returnedFile(blob) {
-    const name = blob instanceof File ? blob.name : `file-${(returned?.length ?? 0) + 1}`;
-    const type = blob.type || "application/octet-stream";
+    const name = (blob instanceof File ? blob.name : `file-${(returned?.length ?? 0) + 1}`).slice(0, MAX_NAME);
+    const type = (blob.type || "application/octet-stream").slice(0, MAX_NAME);
     const shown = { sdkbox_file: name, type, size: blob.size };
     if (returned === null) return `[${blob instanceof File ? "File" : "Blob"}: ${name}, ${type}, ${blob.size} bytes]`;
     if (returned.length >= MAX_RETURNED_FILES) {
@@ -257,6 +257,11 @@
     return encodeUtf8(JSONStringify(body));
   }
 
+  // Files one call or result carries at most, and the characters of a name or type kept
+  // (Rust holds both again).
+  const MAX_FILES = 64;
+  const MAX_NAME = 256;
+
   // `value` with every file in it (a Blob, a File, bytes) replaced by the mark that stands for
   // it (`{"$sdkbox_file": n}`, egress/binary.rs), each pushed to `files`. Only plain objects
   // and arrays are looked into.
@@ -264,9 +269,12 @@
     if (value === null || typeof value !== "object") return value;
     const blob = value instanceof Blob;
     if (blob || value instanceof ArrayBuffer || ArrayBuffer.isView(value)) {
+      if (files.length >= MAX_FILES) {
+        throw new TypeError(`a call takes at most ${MAX_FILES} files (Blob, File or bytes); send them in several calls`);
+      }
       files.push({
-        name: value instanceof File ? value.name : undefined,
-        type: blob ? value.type : undefined,
+        name: value instanceof File ? value.name.slice(0, MAX_NAME) : undefined,
+        type: blob ? value.type.slice(0, MAX_NAME) : undefined,
         bytes: blob ? value[internal] : viewBytes(value),
       });
       return { $sdkbox_file: files.length - 1 };

@@ -146,6 +146,12 @@ fn op_sdkbox_result(
     }
 }
 
+/// Files one call or result carries at most.
+const MAX_FILES: usize = 64;
+
+/// Characters of a file's name or media type kept.
+const MAX_FILE_NAME: usize = 256;
+
 /// Bytes of the files one result may return, in all.
 pub(super) const MAX_RETURNED_BYTES: usize = 16 * 1024 * 1024;
 
@@ -225,8 +231,17 @@ struct Handed {
 }
 
 impl Layout {
-    /// The body and files cut out of `payload`; a layout that does not fit it is refused.
+    /// The body and files cut out of `payload`; a layout that does not fit it, or holds
+    /// more than [`MAX_FILES`] files, is refused; names and types are cut to
+    /// [`MAX_FILE_NAME`] characters.
     fn unpack(self, payload: &[u8]) -> Result<(Option<Binary>, Vec<FilePart>), String> {
+        if self.files.len() > MAX_FILES {
+            return Err(format!(
+                "at most {MAX_FILES} files go with one call or result"
+            ));
+        }
+        let short =
+            |text: Option<String>| text.map(|t| t.chars().take(MAX_FILE_NAME).collect::<String>());
         let mut rest = payload;
         let mut take = |size: usize| {
             if size > rest.len() {
@@ -242,8 +257,8 @@ impl Layout {
             .into_iter()
             .map(|file| {
                 Ok(FilePart {
-                    name: file.name,
-                    media_type: file.media_type.filter(|t| !t.is_empty()),
+                    name: short(file.name),
+                    media_type: short(file.media_type).filter(|t| !t.is_empty()),
                     bytes: take(file.size)?.into(),
                 })
             })

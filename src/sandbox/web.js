@@ -85,6 +85,10 @@
   class TextDecoder {
     #fatal;
     #ignoreBOM;
+    // With { stream: true }: the bytes of a character cut at the end of a chunk, kept for
+    // the next one.
+    #pending = new Uint8Array(0);
+    #started = false;
     constructor(label = "utf-8", options = {}) {
       const name = String(label).trim().toLowerCase();
       if (!UTF8_LABELS.includes(name)) {
@@ -96,22 +100,43 @@
     get encoding() { return "utf-8"; }
     get fatal() { return this.#fatal; }
     get ignoreBOM() { return this.#ignoreBOM; }
-    decode(input, _options) {
-      if (input === undefined) return "";
-      const bytes = viewBytes(input);
+    decode(input, options) {
+      let bytes = input === undefined ? new Uint8Array(0) : viewBytes(input);
       if (bytes === null) throw new TypeError("TextDecoder.decode takes an ArrayBuffer or a typed array");
+      const stream = Boolean(options?.stream);
+      if (this.#pending.length > 0) bytes = concatBytes([this.#pending, bytes]);
+      this.#pending = new Uint8Array(0);
+      if (stream) {
+        // Keep an incomplete character at the end: up to 3 bytes after its lead byte.
+        let cut = bytes.length;
+        for (let back = 1; back <= 3 && back <= bytes.length; back++) {
+          const b = bytes[bytes.length - back];
+          if ((b & 0xc0) === 0x80) continue;
+          const needed = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+          if (needed > back) cut = bytes.length - back;
+          break;
+        }
+        this.#pending = bytes.slice(cut);
+        bytes = bytes.subarray(0, cut);
+      }
+      const first = !this.#started;
+      this.#started = stream;
+      return this.#decoded(bytes, first);
+    }
+    #decoded(bytes, first) {
       const text = decodeUtf8(bytes);
       if (this.#fatal) {
         // Valid UTF-8 comes back byte for byte; a replaced sequence does not.
         const again = encodeUtf8(text);
-        const bom = bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0;
-        let same = again.length === bytes.length - bom;
-        for (let i = 0; same && i < again.length; i++) same = again[i] === bytes[i + bom];
+        const skip = bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0;
+        let same = again.length === bytes.length - skip;
+        for (let i = 0; same && i < again.length; i++) same = again[i] === bytes[i + skip];
         if (!same) throw new TypeError("the bytes are not valid UTF-8");
       }
-      if (this.#ignoreBOM && bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) {
-        return `\uFEFF${text}`;
-      }
+      const bom = bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf;
+      // The engine's decoder drops a leading byte order mark: one past the first chunk, or
+      // kept with ignoreBOM, is the text's own.
+      if (bom && (this.#ignoreBOM || !first)) return `\uFEFF${text}`;
       return text;
     }
   }
@@ -210,19 +235,18 @@
 
   // multipart/form-data as browsers write it (names and file names with ", CR and LF escaped),
   // with a boundary no part holds: the same for the same form, as an approval of a write is
-  // an approval of its exact bytes, and a re-run must send them again.
+  // an approval of its exact bytes, and a re-run must send them again. It is named after the
+  // digest of the parts, which no part can hold in turn; one pass checks it.
   function multipart(form) {
-    const holds = (boundary) => {
-      for (const [name, value] of form) {
-        if (name.includes(boundary)) return true;
-        const text = typeof value === "string" ? value : `${value.name}\n${decodeUtf8(value[internal])}`;
-        if (text.includes(boundary)) return true;
-      }
-      return false;
-    };
+    const texts = [];
+    for (const [name, value] of form) {
+      texts.push(encodeUtf8(name), typeof value === "string" ? encodeUtf8(value) : concatBytes([encodeUtf8(value.name), value[internal]]));
+    }
+    const digest = Array.from(op_sdkbox_digest("SHA-256", concatBytes(texts)).subarray(0, 12), (b) => b.toString(16).padStart(2, "0")).join("");
+    const holds = (boundary) => texts.some((bytes) => decodeUtf8(bytes).includes(boundary));
     let n = 0;
-    while (holds(`----sdkboxFormBoundary${n}`)) n++;
-    const boundary = `----sdkboxFormBoundary${n}`;
+    while (n < 4 && holds(`----sdkbox${digest}${n}`)) n++;
+    const boundary = `----sdkbox${digest}${n}`;
     const escape = (s) => s.replace(/\r/g, "%0D").replace(/\n/g, "%0A").replace(/"/g, "%22");
     const pieces = [];
     for (const [name, value] of form) {

@@ -186,15 +186,24 @@ pub fn form(body: &serde_json::Map<String, Value>) -> String {
         .finish()
 }
 
+/// A part of a multipart body: text (with its media type when it is not plain text) or a
+/// file.
+enum Part<'a> {
+    Text(String, Option<&'static str>),
+    File(&'a FilePart),
+}
+
 /// A `multipart/form-data` body from an object, and its content type. A field that is a file
 /// (see [`crate::egress::FILE_MARK`]), or a list of files, is a part of its own for each,
-/// with its file name and media type; a mark of no file in `files` is refused.
+/// with its file name and media type; a mark of no file in `files` is refused. An object
+/// (or a list holding one) is a JSON part unless `deep` names the field (nested pairs,
+/// Stripe's `deepObject`); scalars are text parts, a list of them one part each.
 pub fn multipart(
     body: &serde_json::Map<String, Value>,
     files: &[FilePart],
+    deep: &[String],
 ) -> Result<(Vec<u8>, String), String> {
-    // (name, text) or (name, file)
-    let mut parts: Vec<(String, Result<String, &FilePart>)> = Vec::new();
+    let mut parts: Vec<(String, Part)> = Vec::new();
     for (key, value) in body {
         let marks: Option<Vec<usize>> = match value {
             Value::Array(items) if !items.is_empty() => items.iter().map(file_index).collect(),
@@ -203,32 +212,75 @@ pub fn multipart(
         if let Some(marks) = marks {
             for n in marks {
                 let file = files.get(n).ok_or_else(|| unknown_file(n))?;
-                parts.push((key.clone(), Err(file)));
+                parts.push((key.clone(), Part::File(file)));
+            }
+            continue;
+        }
+        let complex = |v: &Value| v.is_object() || v.is_array();
+        let json = match value {
+            Value::Object(_) => true,
+            Value::Array(items) => items.iter().any(complex),
+            _ => false,
+        };
+        if !deep.contains(key) {
+            match value {
+                _ if json => {
+                    parts.push((
+                        key.clone(),
+                        Part::Text(value.to_string(), Some("application/json")),
+                    ));
+                }
+                Value::Array(items) => {
+                    parts.extend(
+                        items
+                            .iter()
+                            .map(|item| (key.clone(), Part::Text(scalar(item), None))),
+                    );
+                }
+                other => parts.push((key.clone(), Part::Text(scalar(other), None))),
             }
             continue;
         }
         let mut pairs = Vec::new();
         nested_pairs(key, value, &mut pairs);
-        parts.extend(pairs.into_iter().map(|(k, v)| (k, Ok(v))));
+        parts.extend(pairs.into_iter().map(|(k, v)| (k, Part::Text(v, None))));
     }
     // A boundary no value holds, so that no value can start a part of its own; the same
-    // for the same body (an approved write is matched by its bytes).
+    // for the same body (an approved write is matched by its bytes). It is named after the
+    // digest of what the parts hold, which no part can hold in turn (that would take a
+    // preimage of SHA-256): one pass over the parts finds it, whatever they hold. (Trying
+    // `-0`, `-1`, ... instead cost a pass per candidate: a file of candidates took seconds.)
+    let digest = {
+        use sha2::Digest;
+        let mut hasher = sha2::Sha256::new();
+        for (name, part) in &parts {
+            hasher.update(name.as_bytes());
+            match part {
+                Part::Text(text, _) => hasher.update(text.as_bytes()),
+                Part::File(file) => {
+                    hasher.update(file.name.as_deref().unwrap_or_default().as_bytes());
+                    hasher.update(file.bytes.as_slice());
+                }
+            }
+        }
+        crate::hex::hex(&hasher.finalize()[..12])
+    };
     let holds = |b: &str| {
         parts.iter().any(|(k, v)| {
             k.contains(b)
                 || match v {
-                    Ok(text) => text.contains(b),
-                    Err(file) => {
+                    Part::Text(text, _) => text.contains(b),
+                    Part::File(file) => {
                         memchr::memmem::find(&file.bytes, b.as_bytes()).is_some()
                             || file.name.as_deref().is_some_and(|n| n.contains(b))
                     }
                 }
         })
     };
-    let boundary = (0u64..)
-        .map(|n| format!("sdkbox-7c1f0a9e3b5d4c2a-{n}"))
+    let boundary = (0u64..4)
+        .map(|n| format!("sdkbox-{digest}-{n}"))
         .find(|b| !holds(b))
-        .unwrap_or_default();
+        .ok_or_else(|| "no multipart boundary could be found that no part holds".to_owned())?;
     // A name is quoted; its quote and line breaks escaped as browsers do.
     let quoted = |name: &str| {
         name.replace('"', "%22")
@@ -239,13 +291,18 @@ pub fn multipart(
     for (name, value) in parts {
         let name = quoted(&name);
         match value {
-            Ok(text) => out.extend_from_slice(
-                format!(
-                    "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{text}\r\n"
+            Part::Text(text, media_type) => {
+                let typed = media_type
+                    .map(|t| format!("\r\nContent-Type: {t}"))
+                    .unwrap_or_default();
+                out.extend_from_slice(
+                    format!(
+                        "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"{typed}\r\n\r\n{text}\r\n"
+                    )
+                    .as_bytes(),
                 )
-                .as_bytes(),
-            ),
-            Err(file) => {
+            }
+            Part::File(file) => {
                 let filename = quoted(file.name.as_deref().unwrap_or("blob"));
                 let media_type = file
                     .media_type
@@ -354,17 +411,70 @@ mod tests {
 
     #[test]
     fn a_multipart_value_cannot_start_a_part_of_its_own() {
-        let forged = "x\r\n--sdkbox-7c1f0a9e3b5d4c2a-0\r\nContent-Disposition: form-data; name=\"admin\"\r\n\r\ntrue";
+        // Even knowing the boundary of a body that does not hold it, a value cannot forge a
+        // part: holding it makes another body, of another boundary.
+        let plain = json!({"note": "x", "na\r\nme": "v"});
+        let (_, plain_type) = multipart(plain.as_object().unwrap(), &[], &[]).unwrap();
+        let known = plain_type.split("boundary=").nth(1).unwrap();
+        let forged =
+            format!("x\r\n--{known}\r\nContent-Disposition: form-data; name=\"admin\"\r\n\r\ntrue");
         let body = json!({"note": forged, "na\r\nme": "v"});
-        let (text, content_type) = multipart(body.as_object().unwrap(), &[]).unwrap();
+        let (text, content_type) = multipart(body.as_object().unwrap(), &[], &[]).unwrap();
         let text = String::from_utf8(text).unwrap();
         let boundary = content_type.split("boundary=").nth(1).unwrap();
-        assert_eq!(boundary, "sdkbox-7c1f0a9e3b5d4c2a-1");
+        assert_ne!(boundary, known);
         assert_eq!(text.matches(&format!("--{boundary}\r\n")).count(), 2);
         assert!(text.contains("name=\"na%0D%0Ame\""));
-        let (again, _) = multipart(body.as_object().unwrap(), &[]).unwrap();
+        let (again, _) = multipart(body.as_object().unwrap(), &[], &[]).unwrap();
         let again = String::from_utf8(again).unwrap();
         assert_eq!(again, text, "the same body, the same bytes");
+    }
+
+    /// Files are parts with their name and type, byte for byte; an object is a JSON part
+    /// unless the field is a deepObject (Stripe's form style); a list of scalars is repeated.
+    #[test]
+    fn multipart_files_objects_and_lists() {
+        let png = FilePart {
+            name: Some("a.png".into()),
+            media_type: Some("image/png".into()),
+            bytes: vec![0x89, b'P', 0x00, 0xff].into(),
+        };
+        let body = json!({
+            "file": {"$sdkbox_file": 0},
+            "metadata": {"main_module": "a.js"},
+            "file_link_data": {"create": true},
+            "tags": ["x", "y"]
+        });
+        let deep = vec!["file_link_data".to_owned()];
+        let (bytes, _) = multipart(body.as_object().unwrap(), &[png], &deep).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            text.contains("name=\"file\"; filename=\"a.png\"\r\nContent-Type: image/png\r\n\r\n"),
+            "{text}"
+        );
+        assert!(memchr::memmem::find(&bytes, &[0x89, b'P', 0x00, 0xff, b'\r', b'\n']).is_some());
+        assert!(text.contains("name=\"metadata\"\r\nContent-Type: application/json\r\n\r\n{\"main_module\":\"a.js\"}"), "{text}");
+        assert!(
+            text.contains("name=\"file_link_data[create]\"\r\n\r\ntrue"),
+            "{text}"
+        );
+        assert_eq!(text.matches("name=\"tags\"\r\n").count(), 2, "{text}");
+        // Stripe's lists are deepObject: `expand[]`.
+        let stripe = json!({"expand": ["a", "b"]});
+        let (bytes, _) =
+            multipart(stripe.as_object().unwrap(), &[], &["expand".to_owned()]).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&bytes)
+                .matches("name=\"expand[]\"")
+                .count(),
+            2
+        );
+        let unknown = multipart(
+            json!({"file": {"$sdkbox_file": 1}}).as_object().unwrap(),
+            &[],
+            &[],
+        );
+        assert!(unknown.unwrap_err().contains("did not hand over"));
     }
 
     #[test]

@@ -467,7 +467,7 @@ fn encoded_body(
     files: &[FilePart],
 ) -> Result<Option<(Vec<u8>, String)>, String> {
     Ok(Some(match (spec.encoding, value.as_object()) {
-        (Encoding::Multipart, Some(map)) => encode::multipart(map, files)?,
+        (Encoding::Multipart, Some(map)) => encode::multipart(map, files, &spec.deep_objects)?,
         (Encoding::Raw, _) if let Some(n) = file_index(value) => {
             let file = files.get(n).ok_or_else(|| encode::unknown_file(n))?;
             (file.bytes.to_vec(), spec.media_type.clone())

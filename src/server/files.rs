@@ -1,8 +1,9 @@
 //! The files a script returns, as MCP contents: an image as image content, any other file as
 //! an embedded resource (text or base64), both within the answer's bound; a file that does
-//! not fit as a resource link, which the client reads with `resources/read` for
-//! [`LINK_TTL`], and only the principal whose call made it. Linked files live in the state
-//! store, so any replica answers the read.
+//! not fit as a resource link, which the client reads once with `resources/read` within
+//! [`LINK_TTL`], and only the principal whose call made it (a read frees its place). Linked
+//! files live in the state store, so any replica answers the read; one is at most
+//! [`MAX_LINKED`] bytes, so that its read is a message every client takes.
 
 use std::time::Duration;
 
@@ -22,8 +23,12 @@ pub const LINK_TTL: Duration = Duration::from_secs(15 * 60);
 /// Linked files one principal may hold at once.
 const LINKS_PER_PRINCIPAL: usize = 8;
 
-/// Linked files all principals may hold at once (each up to the 16 MiB a result returns).
-const LINKS_IN_ALL: usize = 32;
+/// Linked files all principals may hold at once (each up to [`MAX_LINKED`] bytes).
+const LINKS_IN_ALL: usize = 64;
+
+/// Bytes of a linked file, at most: its read is about 8 MB of base64 in JSON (the official
+/// TypeScript client ended a session on an 11 MB message).
+const MAX_LINKED: usize = 6 * 1024 * 1024;
 
 /// The scheme and authority of a linked file's URI: `sdkbox://files/<id>/<name>`.
 const PREFIX: &str = "sdkbox://files/";
@@ -54,10 +59,22 @@ pub async fn contents(
             out.push(inline_content(file, base64));
             continue;
         }
+        if file.bytes.len() > MAX_LINKED {
+            out.push(ContentBlock::text(format!(
+                "[the file {} ({}, {} bytes) was not sent: files are sent up to {} MiB; \
+                 return a smaller one, or several]",
+                file.name,
+                file.media_type,
+                file.size,
+                MAX_LINKED >> 20
+            )));
+            continue;
+        }
         match link(file, base64, principal, state).await {
             Ok(uri) => {
                 let mut resource = Resource::new(uri, file.name.clone()).with_description(format!(
-                    "a file the script returned; read it with resources/read within {} minutes",
+                    "a file the script returned; read it once with resources/read within {} \
+                     minutes",
                     LINK_TTL.as_secs() / 60
                 ));
                 resource.mime_type = Some(file.media_type.clone());
@@ -133,7 +150,7 @@ async fn link(
         .map_err(refused)?
     {
         return Err(format!(
-            "you hold {LINKS_PER_PRINCIPAL} linked files already; read them (or wait {} \
+            "you hold {LINKS_PER_PRINCIPAL} linked files not read yet; read them (or wait {} \
              minutes), or return smaller files",
             LINK_TTL.as_secs() / 60
         ));
@@ -160,8 +177,8 @@ async fn link(
     Ok(format!("{PREFIX}{id}/{}", encode_name(&file.name)))
 }
 
-/// `resources/read` of a linked file: its bytes, for the principal that made it, while it
-/// lasts.
+/// `resources/read` of a linked file: its bytes, once, for the principal that made it, while
+/// it lasts; the read frees its place among the links.
 pub async fn read(
     uri: &str,
     principal: &Principal,
@@ -170,8 +187,8 @@ pub async fn read(
     let missing = || {
         ErrorData::resource_not_found(
             format!(
-                "no file at {uri}: linked files are kept {} minutes, for the caller whose \
-                 execute returned them; run the script again for a fresh link",
+                "no file at {uri}: a linked file is read once, within {} minutes, by the \
+                 caller whose execute returned it; run the script again for a fresh link",
                 LINK_TTL.as_secs() / 60
             ),
             None,
@@ -182,15 +199,24 @@ pub async fn read(
         .and_then(|rest| rest.split('/').next())
         .filter(|id| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()))
         .ok_or_else(missing)?;
-    let record = state
-        .get(&format!("file:{id}"))
-        .await
-        .map_err(|e| ErrorData::internal_error(format!("the file store failed: {e}"), None))?
-        .ok_or_else(missing)?;
+    let failed = |e: crate::state::StateError| {
+        ErrorData::internal_error(format!("the file store failed: {e}"), None)
+    };
+    let key = format!("file:{id}");
+    let record = state.get(&key).await.map_err(failed)?.ok_or_else(missing)?;
     let linked: Linked = serde_json::from_str(&record).map_err(|_| missing())?;
     if linked.owner != principal.as_str() {
         return Err(missing());
     }
+    // Read once: taken whole (of two reads at once, one gets it), its places freed.
+    let Some(record) = state.take(&key).await.map_err(failed)? else {
+        return Err(missing());
+    };
+    let linked: Linked = serde_json::from_str(&record).map_err(|_| missing())?;
+    let _ = state
+        .dismiss(&format!("files:{}", principal.as_str()), id)
+        .await;
+    let _ = state.dismiss("files:all", id).await;
     let mut result = ReadResourceResult::new(vec![ResourceContents::BlobResourceContents {
         uri: uri.to_owned(),
         mime_type: Some(linked.media_type),

@@ -151,6 +151,10 @@ pub struct Body {
     pub required: bool,
     /// Its type; an object's fields are passed by name in the call.
     pub shape: Arc<Shape>,
+    /// Multipart fields whose `encoding` says `style: deepObject` (Stripe's): an object there
+    /// is nested pairs (`file_link_data[create]`); any other object is a JSON part, as
+    /// OpenAPI says by default (Cloudflare's `metadata`).
+    pub deep_objects: Vec<String>,
 }
 
 /// A type, summarised from JSON Schema: enough to validate calls and write signatures.

@@ -289,11 +289,20 @@ fn body(raw: Option<&Value>, schemas: &mut Schemas) -> Result<Option<Body>, RefE
         Some(object) => (object, true),
         None => (shape, false),
     };
+    let deep_objects = media
+        .get("encoding")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter(|(_, e)| e.get("style").and_then(Value::as_str) == Some("deepObject"))
+        .map(|(name, _)| name.clone())
+        .collect();
     Ok(Some(Body {
         encoding,
         media_type,
         required: raw.get("required").and_then(Value::as_bool) == Some(true) && !nullable,
         shape,
+        deep_objects,
     }))
 }
 

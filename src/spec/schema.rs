@@ -158,8 +158,15 @@ impl<'a> Schemas<'a> {
             .map(|r| r.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
         let mut fields = Vec::new();
+        // A property named like `<any part name>` (Cloudflare's Worker uploads) stands for
+        // keys of the caller's choosing: it is what other keys are.
+        let mut placeholder = None;
         if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
             for (name, property) in properties {
+                if name.starts_with('<') && name.ends_with('>') {
+                    placeholder = Some(self.shape(property)?);
+                    continue;
+                }
                 let described = self.resolve(property)?;
                 let description = described
                     .get("description")
@@ -181,6 +188,7 @@ impl<'a> Schemas<'a> {
         // An object without properties is open unless it says `additionalProperties: false`
         // (Stripe's reads: no fields at all, so a misspelled parameter is refused).
         let additional = match schema.get("additionalProperties") {
+            _ if placeholder.is_some() => placeholder,
             Some(Value::Bool(true)) => Some(Arc::new(Shape::Any)),
             Some(extra @ Value::Object(_)) => Some(self.shape(extra)?),
             Some(Value::Bool(false)) => None,

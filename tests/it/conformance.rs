@@ -483,6 +483,22 @@ fn prism_artefact(result: &Value, params: &Value) -> bool {
             .all(|v| v["code"] == json!("required") && not_sent(&v["location"]))
 }
 
+/// A sandbox whose SDK is `api`, sending to `prism` with a bearer token.
+fn prism_sandbox(prism: &Prism, api: &Arc<sdkbox::spec::Api>) -> InProcessSandbox {
+    let egress = Egress::new(EgressConfig {
+        base_url: prism.base.parse().unwrap(),
+        extra_origins: Vec::new(),
+        download_origins: Vec::new(),
+        credential: Some(Credential {
+            scheme: AuthScheme::Bearer,
+            secret: Secret::new("sk_test_conformance".to_owned()),
+        }),
+        limits: EgressLimits::default(),
+    })
+    .unwrap();
+    InProcessSandbox::new(egress, Some(Arc::new(Sdk::new(api.clone()))))
+}
+
 fn op_body_is_object(op: &sdkbox::spec::Operation) -> bool {
     matches!(
         op.body.as_ref().map(|b| &*b.shape),
@@ -517,18 +533,7 @@ async fn sampled_operations_of_each_spec_are_accepted_by_prism() {
             .await
             .unwrap();
         let api = Arc::new(loaded.api);
-        let egress = Egress::new(EgressConfig {
-            base_url: prism.base.parse().unwrap(),
-            extra_origins: Vec::new(),
-            download_origins: Vec::new(),
-            credential: Some(Credential {
-                scheme: AuthScheme::Bearer,
-                secret: Secret::new("sk_test_conformance".to_owned()),
-            }),
-            limits: EgressLimits::default(),
-        })
-        .unwrap();
-        let sandbox = InProcessSandbox::new(egress, Some(Arc::new(Sdk::new(api.clone()))));
+        let sandbox = prism_sandbox(&prism, &api);
         let (mut accepted, mut artefacts, mut not_made) = (0, 0, 0);
         for (path, method) in &picked {
             let Some(op) = api
@@ -598,4 +603,94 @@ async fn sampled_operations_of_each_spec_are_accepted_by_prism() {
         report.join("\n"),
         failures.join("\n")
     );
+}
+
+/// Binary request bodies, as the specs' file operations take them, are accepted by Prism:
+/// Stripe's file upload and Cloudflare's Worker upload (multipart: a `File` part, Stripe's
+/// deepObject fields, Cloudflare's JSON `metadata` part), GitHub's release asset and
+/// Cloudflare's image classification (`application/octet-stream`, bytes 0 to 255).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_request_bodies_are_accepted_by_prism() {
+    let installed = prism_folder().join("node_modules/.bin/prism").exists();
+    if !requirement_met(installed, "Prism is not installed (scripts/test-deps)") {
+        return;
+    }
+    const BYTES: &str = "new Uint8Array(256).map((_, i) => 255 - i)";
+    // (spec, path, method, the call's parameters as TypeScript)
+    let calls: [(&str, &str, &str, String); 4] = [
+        (
+            "stripe-spec3.json",
+            "/v1/files",
+            "post",
+            format!(
+                "{{ file: new File([{BYTES}], \"evidence.png\", {{ type: \"image/png\" }}), purpose: \"dispute_evidence\", file_link_data: {{ create: true }} }}"
+            ),
+        ),
+        (
+            "github-api.github.com.json",
+            "/repos/{owner}/{repo}/releases/{release_id}/assets",
+            "post",
+            format!("{{ owner: \"o\", repo: \"r\", release_id: 1, name: \"build.zip\", body: {BYTES} }}"),
+        ),
+        (
+            "cloudflare-openapi.json",
+            "/accounts/{account_id}/ai/run/@cf/microsoft/resnet-50",
+            "post",
+            format!("{{ account_id: \"023e105f4ecef8ad9ca31a8372d0c353\", body: new Blob([{BYTES}]) }}"),
+        ),
+        (
+            "cloudflare-openapi.json",
+            "/accounts/{account_id}/workers/scripts/{script_name}",
+            "put",
+            "{ account_id: \"023e105f4ecef8ad9ca31a8372d0c353\", script_name: \"hello\", body: { \
+             metadata: { main_module: \"worker.js\" }, \
+             \"worker.js\": [new File([\"export default { fetch() { return new Response('hi') } }\"], \"worker.js\", { type: \"application/javascript+module\" })] } }"
+                .to_owned(),
+        ),
+    ];
+    let scratch = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    for (file, path, method, params) in &calls {
+        let Some(spec_path) = crate::support::shared_spec(file) else {
+            return;
+        };
+        let spec: Value = serde_json::from_slice(&std::fs::read(&spec_path).unwrap()).unwrap();
+        let picked = [(path.to_string(), method.to_string())];
+        let cut_path = scratch
+            .path()
+            .join(format!("{}-{method}.json", file.replace('.', "-")));
+        std::fs::write(
+            &cut_path,
+            serde_json::to_vec(&cut(&spec, &picked, true)).unwrap(),
+        )
+        .unwrap();
+        let prism = Prism::start(&cut_path).await;
+        let loaded = sdkbox::spec::load(cut_path.to_str().unwrap())
+            .await
+            .unwrap();
+        let api = Arc::new(loaded.api);
+        let op = api
+            .operations
+            .iter()
+            .find(|o| o.path == *path && o.method.eq_ignore_ascii_case(method))
+            .unwrap();
+        let sandbox = prism_sandbox(&prism, &api);
+        let call = format!("api.{}.{}({params})", op.group, op.name);
+        let code = format!(
+            "try {{ await {call}; return {{ ok: true }}; }} catch (e) {{ return {{ ok: false, status: e.status ?? null, body: e.body ?? null, message: e.message }}; }}"
+        );
+        let outcome = run(&sandbox, &code, &ExecLimits::default()).await;
+        let sent = outcome.http.first().map(|c| c.bytes);
+        if outcome.result["ok"] != json!(true) {
+            failures.push(format!(
+                "{file} {method} {path}: {call}\n  {}",
+                outcome.result
+            ));
+        }
+        println!(
+            "{file} {method} {path}: {} (response {sent:?} bytes)",
+            outcome.result
+        );
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -348,7 +348,9 @@ async fn leak(Path(form): Path<String>, headers: HeaderMap) -> Response {
 
 /// The encodings `/v1/leak-binary/{form}` hides the credential in, among bytes that are not
 /// UTF-8 (a file's): `clean` hides nothing.
-pub const BINARY_FORMS: &[&str] = &["plain", "utf16", "base64", "reversed", "hex", "clean"];
+pub const BINARY_FORMS: &[&str] = &[
+    "plain", "utf16", "base64", "reversed", "hex", "gzip", "zip", "clean",
+];
 
 /// The credential inside bytes that are not text, as a PNG or a PDF might carry it.
 async fn leak_binary(Path(form): Path<String>, headers: HeaderMap) -> Response {
@@ -363,6 +365,31 @@ async fn leak_binary(Path(form): Path<String>, headers: HeaderMap) -> Response {
             .map(|b| format!("{b:02x}"))
             .collect::<String>()
             .into_bytes(),
+        "gzip" | "zip" => {
+            use std::io::Write;
+            let text = format!("token={token}");
+            if form == "gzip" {
+                let mut gzip =
+                    flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+                gzip.write_all(text.as_bytes()).unwrap();
+                // A gzip stream is the whole body (bytes before it would make it no stream).
+                return (
+                    [(header::CONTENT_TYPE, "application/gzip")],
+                    gzip.finish().unwrap(),
+                )
+                    .into_response();
+            }
+            let mut deflate =
+                flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+            deflate.write_all(text.as_bytes()).unwrap();
+            // One zip entry, deflated: `PK\3\4`, method 8, the name `t.txt`.
+            let mut zip = b"PK\x03\x04\x14\x00\x00\x00\x08\x00".to_vec();
+            zip.extend_from_slice(&[0; 16]);
+            zip.extend_from_slice(&[5, 0, 0, 0]);
+            zip.extend_from_slice(b"t.txt");
+            zip.extend_from_slice(&deflate.finish().unwrap());
+            zip
+        }
         _ => b"nothing to see".to_vec(),
     };
     let mut body = vec![0x89, b'P', b'N', b'G', 0x00, 0xff, 0xfe, 0x80];

@@ -35,6 +35,7 @@ mod blocks;
 mod budget;
 mod encode;
 mod escapes;
+mod inflate;
 mod normalize;
 mod secret;
 
@@ -170,7 +171,13 @@ impl Scrubber {
             return Some(UNCHECKED);
         }
         let search = Search::new(meter);
-        if !secret.shows_in_bytes(bytes, &search) {
+        // Compressed bytes (gzip, zlib, the deflated entries of a zip archive) are looked
+        // into inflated too, each inflated byte charged to the budget.
+        let shows = secret.shows_in_bytes(bytes, &search)
+            || inflate::any_view(bytes, meter, &|inflated| {
+                secret.shows_in_bytes(inflated, &search)
+            });
+        if !shows && !meter.spent() {
             return None;
         }
         Some(if meter.spent() { UNCHECKED } else { WITHHELD })
