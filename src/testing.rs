@@ -56,5 +56,6 @@ pub fn operation(
         deprecated: false,
         policy: None,
         former: Vec::new(),
+        server: None,
     }
 }

@@ -56,6 +56,8 @@ struct Route {
     method: String,
     segments: Vec<Option<String>>,
     operation: usize,
+    /// The server its operation is served from, when not the base URL.
+    server: Option<Url>,
 }
 
 /// The rules of one provider.
@@ -223,6 +225,7 @@ impl Rules {
                     .map(|s| (!s.contains('{')).then(|| s.to_owned()))
                     .collect(),
                 operation,
+                server: op.server.as_deref().and_then(|s| Url::parse(s).ok()),
             })
             .collect();
         let declared = |op: &crate::spec::Operation| {
@@ -385,52 +388,58 @@ impl Rules {
     /// segments (`/customers/search` over `/customers/{id}`); among templates as specific as
     /// each other (`/a/{x}` and `/a/{y}`), the one with the strictest rule.
     fn route(&self, method: &str, url: &Url, reading: &Reading) -> Option<usize> {
-        if url.origin() != self.base.origin() {
-            return None;
-        }
         let same = |a: &str, b: &str| match reading.fold_case {
             true => a == b || folded(a) == folded(b),
             false => a == b,
         };
-        // The base path's segments first, compared one by one in the reading's case.
-        let base: Vec<&str> = segments(self.base.path()).collect();
-        let mut all = segments(&reading.path);
-        let prefix: Vec<&str> = all.by_ref().take(base.len()).collect();
-        let base_ok = prefix.len() == base.len()
-            && prefix.iter().zip(&base).all(|(got, want)| same(want, got));
-        if !base_ok {
-            return None;
-        }
-        let given: Vec<&str> = all.collect();
-        let suspicious = |s: &str| {
-            let lower = s.to_ascii_lowercase();
-            lower.contains("%2f") || lower.contains("%5c") || lower.contains("%2e") || s == ".."
+        // The segments after a server's own path (the base URL's, or an operation's server),
+        // compared one by one in the reading's case; `None` off that server.
+        let under = |server: &Url| -> Option<Vec<&str>> {
+            if url.origin() != server.origin() {
+                return None;
+            }
+            let base: Vec<&str> = segments(server.path()).collect();
+            let mut all = segments(&reading.path);
+            let prefix: Vec<&str> = all.by_ref().take(base.len()).collect();
+            let base_ok = prefix.len() == base.len()
+                && prefix.iter().zip(&base).all(|(got, want)| same(want, got));
+            if !base_ok {
+                return None;
+            }
+            let given: Vec<&str> = all.collect();
+            let suspicious = |s: &str| {
+                let lower = s.to_ascii_lowercase();
+                lower.contains("%2f") || lower.contains("%5c") || lower.contains("%2e") || s == ".."
+            };
+            (!given.iter().any(|s| suspicious(s))).then_some(given)
         };
-        if given.iter().any(|s| suspicious(s)) {
-            return None;
-        }
+        let on_base = under(&self.base);
         self.routes
             .iter()
-            .filter(|route| {
+            .filter_map(|route| {
                 // HEAD runs the GET handler in most frameworks.
                 let same = route.method == method || (method == "HEAD" && route.method == "GET");
-                same && route.segments.len() == given.len()
+                let given = match &route.server {
+                    None => on_base.clone()?,
+                    Some(server) => under(server)?,
+                };
+                (same && route.segments.len() == given.len()).then_some((route, given))
             })
-            .filter(|route| {
+            .filter(|(route, given)| {
                 route
                     .segments
                     .iter()
-                    .zip(&given)
+                    .zip(given)
                     .all(|(want, got)| match want {
                         Some(literal) => same(literal, got),
                         None => !got.is_empty(),
                     })
             })
-            .max_by_key(|route| {
+            .max_by_key(|(route, _)| {
                 let literal = route.segments.iter().filter(|s| s.is_some()).count();
                 (literal, self.of[route.operation].0)
             })
-            .map(|route| route.operation)
+            .map(|(route, _)| route.operation)
     }
 }
 
@@ -594,6 +603,42 @@ mod tests {
 
     fn url(path: &str) -> Url {
         Url::parse(&format!("http://127.0.0.1:9/v1{path}")).unwrap()
+    }
+
+    /// An operation served from a server of its own (Stripe's file uploads) is classified
+    /// there, under that server's path, and nowhere else; the SDK knows the server.
+    #[test]
+    fn an_operation_on_a_server_of_its_own_is_classified_there() {
+        let spec = r#"
+openapi: 3.0.0
+info: { title: t, version: "1" }
+servers: [{ url: "http://127.0.0.1:9/v1" }]
+paths:
+  /files:
+    post:
+      operationId: files.create
+      servers: [{ url: "http://127.0.0.1:8/v1" }]
+      x-sdkbox-policy: deny
+      requestBody: { content: { multipart/form-data: { schema: { type: object, properties: { file: { type: string, format: binary } } } } } }
+      responses: { "200": { description: ok } }
+"#;
+        let api = Arc::new(crate::spec::parse("t", spec).unwrap().api);
+        let file: PolicyFile = toml::from_str("writes = \"allow\"").unwrap();
+        let base = Url::parse("http://127.0.0.1:9/v1").unwrap();
+        let rules =
+            Rules::build(Some(api.clone()), base, &file, PolicyOverrides::default()).unwrap();
+        let on = |url: &str| rules.classify("POST", &Url::parse(url).unwrap());
+        let there = on("http://127.0.0.1:8/v1/files");
+        assert_eq!(
+            (there.rule, there.operation.as_deref()),
+            (Rule::Deny, Some("files.create"))
+        );
+        assert_eq!(on("http://127.0.0.1:8/v1/%66iles").rule, Rule::Deny);
+        // Not on the base URL, nor on the server under another path.
+        assert_eq!(on("http://127.0.0.1:9/v1/files").operation, None);
+        assert_eq!(on("http://127.0.0.1:8/files").operation, None);
+        let sdk = crate::sdk::Sdk::new(api);
+        assert_eq!(sdk.server_of("files.create"), Some("http://127.0.0.1:8/v1"));
     }
 
     #[test]

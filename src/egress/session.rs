@@ -395,6 +395,13 @@ impl EgressSession {
         }
     }
 
+    /// Whether scripts may send anything to `url`: an allowed origin, not a download origin
+    /// (which is only read).
+    pub fn reaches(&self, url: &Url) -> bool {
+        let client = &self.state.client;
+        client.policy().check(url).is_ok() && !client.download_only(url)
+    }
+
     fn policy_text(&self) -> String {
         self.state.client.policy().describe()
     }

@@ -151,6 +151,23 @@ impl Gateway {
         *count += 1;
     }
 
+    /// Sends an SDK call to the server its operation is served from, when the spec names one
+    /// of its own and the provider file lets scripts reach it (Stripe's files.stripe.com);
+    /// else it goes to the base URL, as every other call.
+    fn serve_from_its_server(&self, request: &mut ScriptRequest) {
+        let Some(server) = self.sdk.as_ref().and_then(|sdk| {
+            sdk.server_of(request.operation.as_deref()?)
+                .map(str::to_owned)
+        }) else {
+            return;
+        };
+        let url = format!("{}{}", server.trim_end_matches('/'), request.url);
+        if url::Url::parse(&url).is_ok_and(|u| self.session.reaches(&u)) {
+            request.url = url;
+            request.kind = crate::egress::UrlKind::Fetch;
+        }
+    }
+
     /// Ends the run's requests (see `EgressSession::end_run`).
     pub fn end_run(&self) {
         self.session.end_run();
@@ -275,6 +292,7 @@ impl Network for Gateway {
         match prepared {
             Ok(mut request) => {
                 self.place(&mut request);
+                self.serve_from_its_server(&mut request);
                 // An operation the spec says returns a file gives the script its bytes, whatever
                 // the response says of its type (a CSV download is a Blob as its type says).
                 let file = self.sdk.as_ref().is_some_and(|sdk| {

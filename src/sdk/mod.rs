@@ -439,6 +439,16 @@ impl Sdk {
             .map(|(_, op)| op)
     }
 
+    /// The server the operation with id `id` is served from when its spec names one of its
+    /// own (Stripe's file uploads, GitHub's release assets).
+    pub fn server_of(&self, id: &str) -> Option<&str> {
+        self.api
+            .operations
+            .iter()
+            .find(|op| op.id == id)
+            .and_then(|op| op.server.as_deref())
+    }
+
     /// Whether the operation with id `id` returns a file (its spec's success response is no
     /// JSON and no text): the script gets its bytes.
     pub fn returns_bytes(&self, id: &str) -> bool {

@@ -72,6 +72,10 @@ pub struct Operation {
     /// `group.method` as the spec named it and as its group's rename alone made it, when the
     /// provider file's `[names]` renamed it: a script written against those still reaches it.
     pub former: Vec<String>,
+    /// The server the operation is served from when its spec names one of its own
+    /// (`servers` on the operation or its path: Stripe's file uploads on files.stripe.com,
+    /// GitHub's release assets on uploads.github.com): an absolute URL its path goes under.
+    pub server: Option<String>,
 }
 
 /// Where a parameter goes.

@@ -56,7 +56,10 @@ pub fn read(
             };
             let place = format!("{} {path}", method.to_uppercase());
             match operation(path, method, spec, shared, schemas, &place, warnings) {
-                Ok(op) => operations.push(op),
+                Ok(mut op) => {
+                    op.server = own_server(spec).or_else(|| own_server(item));
+                    operations.push(op)
+                }
                 Err(RefError(e)) => {
                     warnings.push(SpecWarning::new(&place, &format!("skipped: {e}")))
                 }
@@ -65,6 +68,22 @@ pub fn read(
     }
     unique_ids(&mut operations, warnings);
     operations
+}
+
+/// The first of `servers` an operation or path item names, when it is an absolute http(s)
+/// URL (variables at their defaults).
+fn own_server(node: &Value) -> Option<String> {
+    let server = node.get("servers")?.as_array()?.first()?;
+    let mut url = server.get("url")?.as_str()?.to_owned();
+    if let Some(vars) = server.get("variables").and_then(Value::as_object) {
+        for (name, var) in vars {
+            if let Some(default) = var.get("default").and_then(Value::as_str) {
+                url = url.replace(&format!("{{{name}}}"), default);
+            }
+        }
+    }
+    let parsed = url::Url::parse(&url).ok()?;
+    matches!(parsed.scheme(), "http" | "https").then_some(url)
 }
 
 /// Makes every `operationId` unique: a later operation with an id already taken gets it with
@@ -167,6 +186,7 @@ fn operation(
             .get("x-sdkbox-policy")
             .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)),
         former: Vec::new(),
+        server: None,
     })
 }
 

@@ -84,6 +84,29 @@ async fn provider_sandbox() -> (TestProvider, sdkbox::sandbox::InProcessSandbox)
     (provider, sandbox)
 }
 
+/// A sandbox for `base` with the canary as its bearer token, other allowed and download
+/// origins, and an SDK.
+fn sandbox_with(
+    base: &url::Url,
+    extra: Vec<url::Url>,
+    downloads: Vec<url::Url>,
+    sdk: Option<std::sync::Arc<sdkbox::sdk::Sdk>>,
+) -> sdkbox::sandbox::InProcessSandbox {
+    use sdkbox::egress::{Credential, Egress, EgressConfig, Secret};
+    let egress = Egress::new(EgressConfig {
+        base_url: base.clone(),
+        extra_origins: extra,
+        download_origins: downloads,
+        credential: Some(Credential {
+            scheme: AuthScheme::Bearer,
+            secret: Secret::new(CANARY.to_owned()),
+        }),
+        limits: EgressLimits::default(),
+    })
+    .unwrap();
+    sdkbox::sandbox::InProcessSandbox::new(egress, sdk)
+}
+
 /// A fetch aborted before it leaves sends nothing; one aborted while in flight rejects at
 /// once with the signal's reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -315,8 +338,6 @@ async fn bytes_that_carry_the_secret_are_withheld_whole() {
 async fn downloads_follow_redirects_to_download_origins_without_the_credential() {
     use axum::http::HeaderMap;
     use axum::routing::get;
-    use sdkbox::egress::{Credential, Egress, EgressConfig, Secret};
-    use sdkbox::sandbox::InProcessSandbox;
     // Where the files are: it says what it was sent.
     let storage = support::serve_on_loopback(
         axum::Router::new().route(
@@ -344,20 +365,7 @@ async fn downloads_follow_redirects_to_download_origins_without_the_credential()
         }),
     ))
     .await;
-    let sandbox = |downloads: Vec<url::Url>| {
-        let egress = Egress::new(EgressConfig {
-            base_url: api.clone(),
-            extra_origins: Vec::new(),
-            download_origins: downloads,
-            credential: Some(Credential {
-                scheme: AuthScheme::Bearer,
-                secret: Secret::new(CANARY.to_owned()),
-            }),
-            limits: EgressLimits::default(),
-        })
-        .unwrap();
-        InProcessSandbox::new(egress, None)
-    };
+    let sandbox = |downloads: Vec<url::Url>| sandbox_with(&api, Vec::new(), downloads, None);
     let code = format!(
         r#"const r = await api.request("GET", "/artifacts/1/zip", {{ headers: {{ "x-trace": "1", accept: "application/zip" }} }});
         const bytes = new Uint8Array(await r.arrayBuffer());
@@ -392,4 +400,33 @@ async fn downloads_follow_redirects_to_download_origins_without_the_credential()
     let refused = run(&sandbox(Vec::new()), &code, &ExecLimits::default()).await;
     let error = refused.error.expect("refused");
     assert!(error.message.contains("redirect to"), "{}", error.message);
+}
+
+/// An operation whose spec names a server of its own (Stripe's file uploads on
+/// files.stripe.com) is sent there when the provider file lets scripts reach that origin,
+/// else to the base URL as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operation_goes_to_its_own_server_when_it_may() {
+    use axum::routing::post;
+    let answering = |who: &'static str| {
+        axum::Router::new().route(
+            "/v1/files",
+            post(move || async move { axum::Json(json!({ "served_by": who })) }),
+        )
+    };
+    let api_base = support::serve_on_loopback(answering("api")).await;
+    let files_base = support::serve_on_loopback(answering("files")).await;
+    let spec = format!(
+        "openapi: 3.0.0\ninfo: {{ title: t, version: '1' }}\nservers: [{{ url: '{api_base}' }}]\npaths:\n  /files:\n    post:\n      operationId: files/create\n      servers: [{{ url: '{files_base}' }}]\n      requestBody: {{ content: {{ multipart/form-data: {{ schema: {{ type: object, properties: {{ file: {{ type: string, format: binary }} }} }} }} }} }}\n      responses: {{ '200': {{ description: ok }} }}\n"
+    );
+    let api = std::sync::Arc::new(sdkbox::spec::parse("t", &spec).unwrap().api);
+    let sdk = std::sync::Arc::new(sdkbox::sdk::Sdk::new(api));
+    let sandbox =
+        |extra: Vec<url::Url>| sandbox_with(&api_base, extra, Vec::new(), Some(sdk.clone()));
+    let code = "return (await api.files.create({ file: new File(['x'], 'x.txt') })).served_by;";
+    let files_origin = url::Url::parse(&files_base.origin().ascii_serialization()).unwrap();
+    let allowed = run(&sandbox(vec![files_origin]), code, &ExecLimits::default()).await;
+    assert_eq!(allowed.result, json!("files"), "{allowed:?}");
+    let not_listed = run(&sandbox(Vec::new()), code, &ExecLimits::default()).await;
+    assert_eq!(not_listed.result, json!("api"), "{not_listed:?}");
 }
