@@ -157,10 +157,23 @@ fn files_summarised(bytes: &[u8], content_type: &str) -> Option<String> {
             .trim_matches('"');
         return multipart_summarised(bytes, boundary);
     }
-    match std::str::from_utf8(bytes) {
-        Ok(_) => None,
-        Err(_) => Some(summary(bytes)),
+    let declared_text = content_type.is_empty()
+        || [
+            "json",
+            "text/",
+            "xml",
+            "form",
+            "javascript",
+            "yaml",
+            "csv",
+            "html",
+        ]
+        .iter()
+        .any(|t| content_type.contains(t));
+    if declared_text || looks_like_text(bytes) {
+        return None;
     }
+    Some(summary(bytes))
 }
 
 /// A multipart body part by part (see [`files_summarised`]); `None` when it is not laid out
@@ -186,15 +199,30 @@ fn multipart_summarised(bytes: &[u8], boundary: &str) -> Option<String> {
             "{delimiter}\n{}\n\n",
             visible(&head.replace("\r\n", "\n"))
         ));
-        match std::str::from_utf8(content) {
-            Ok(text) => out.push_str(&visible(text)),
-            Err(_) if names_a_file(head) => out.push_str(&summary(content)),
-            Err(_) => out.push_str(&render_body(content)),
+        if names_a_file(head) && !looks_like_text(content) {
+            out.push_str(&summary(content));
+        } else {
+            out.push_str(&render_body(content));
         }
         out.push('\n');
     }
     out.push_str(&format!("{delimiter}--"));
     Some(out)
+}
+
+/// Whether bytes read as text to a person: valid UTF-8, or nearly all of them printable
+/// (one bad byte does not make JSON a file). A real file (an image, an archive, a PDF's
+/// compressed streams) is far from it.
+fn looks_like_text(bytes: &[u8]) -> bool {
+    if std::str::from_utf8(bytes).is_ok() {
+        return true;
+    }
+    let printable = String::from_utf8_lossy(bytes)
+        .chars()
+        .filter(|c| *c != '\u{FFFD}' && (!c.is_control() || matches!(c, '\n' | '\r' | '\t')))
+        .map(char::len_utf8)
+        .sum::<usize>();
+    printable * 10 >= bytes.len() * 9
 }
 
 /// Whether a part's headers give it a file name: a `filename` (or `filename*`) parameter of
@@ -204,11 +232,14 @@ fn names_a_file(head: &str) -> bool {
         .filter_map(|line| line.split_once(':'))
         .filter(|(name, _)| name.trim().eq_ignore_ascii_case("content-disposition"))
         .any(|(_, value)| {
-            // Parameters split at `;` outside quotes: `name="a;filename=x"` names no file.
-            let mut quoted = false;
+            // Parameters split at `;` outside quotes (a backslash escapes inside them):
+            // `name="a;filename=x"` and `x="\"; filename=y"` name no file.
+            let (mut quoted, mut escaped) = (false, false);
             let mut params = vec![String::new()];
             for c in value.chars() {
                 match c {
+                    _ if escaped => escaped = false,
+                    '\\' if quoted => escaped = true,
                     '"' => quoted = !quoted,
                     ';' if !quoted => params.push(String::new()),
                     _ => {}
@@ -428,12 +459,9 @@ mod tests {
         assert!(shown.contains("\\u{202E}x\\u{200B}\\u{D}\\u{9}"), "{shown}");
         let padded = format!("a{}b", " ".repeat(5_000));
         assert_eq!(body(padded.as_bytes()), "a[… 5000 spaces …]b");
-        // Bytes that are not UTF-8 are a file: its size, digest and first bytes, in hex.
+        // Text with bytes that are not UTF-8 is still text: shown, the bad bytes marked.
         let invalid = body(b"ok \xff\xfe");
-        assert!(
-            invalid.contains("[file: 5 bytes") && invalid.contains("hex 6f6b20fffe"),
-            "{invalid}"
-        );
+        assert!(invalid.contains("not valid UTF-8"), "{invalid}");
         let shown = Shown::new(None, "POST", "http://h/x", &[], Some(raw.as_bytes()));
         assert_eq!(shown.body_bytes, raw.len());
     }
@@ -454,9 +482,11 @@ mod tests {
         assert!(body.starts_with("[file: 4508 bytes, SHA-256 "), "{body}");
         assert!(body.contains("starting hex 89504e470d0a1a0a"), "{body}");
         assert!(raw.whole(), "{} lines", raw.lines());
-        // JSON declared as bytes is shown as what it is.
+        // JSON declared as bytes is shown as what it is, and so is text with a bad byte.
         let json = octets(br#"{"title":"Fix typo","assignees":["attacker"]}"#);
         assert!(json.body.unwrap().contains("\"attacker\""));
+        let bad = octets(b"{\"note\":\"ok\",\"x\":\"\xff\",\"amount\":999999}");
+        assert!(bad.body.unwrap().contains("999999"));
         let form = |file_head: &str, content: &[u8], end: &[u8]| {
             let mut form = b"--B\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nreceipt\r\n--B\r\n".to_vec();
             form.extend_from_slice(file_head.as_bytes());
@@ -475,12 +505,17 @@ mod tests {
         // A text file is text; a part that only says "filename" somewhere is no file.
         let shown = form(file, b"a,b\n1,2", b"\r\n--B--\r\n");
         assert!(shown.contains("a,b\n1,2"), "{shown}");
-        let sly = "Content-Disposition: form-data; name=\"note\"; x=\"nofilename;filename=y\"";
-        let shown = form(sly, b"refund \xff all", b"\r\n--B--\r\n");
-        assert!(
-            !shown.contains("[file:") && shown.contains("refund"),
-            "{shown}"
-        );
+        for sly in [
+            "Content-Disposition: form-data; name=\"note\"; x=\"nofilename;filename=y\"",
+            "Content-Disposition: form-data; x=\"\\\"; filename=y\"; name=\"note\"",
+        ] {
+            let junk = [&b"refund all\xff"[..], &[0x80; 40]].concat();
+            let shown = form(sly, &junk, b"\r\n--B--\r\n");
+            assert!(
+                !shown.contains("[file:") && shown.contains("refund"),
+                "{sly}: {shown}"
+            );
+        }
         // Without its closing delimiter, or with bytes after it: shown as it is.
         for end in [&b"\r\n"[..], b"\r\n--B--\r\namount=999999"] {
             let shown = form(file, b"x", end);

@@ -52,6 +52,18 @@ pub fn find(
         place,
         key: crate::egress::cut(key, 100),
     };
+    // Two content types: frameworks read either (the first, the last, or both joined), and
+    // the human would read the body as only one of them.
+    let types = headers
+        .iter()
+        .filter(|(name, _)| header_name(name) == "content-type")
+        .count();
+    if types > 1 {
+        return Some(found(
+            "the body's content type, given more than once",
+            "Content-Type",
+        ));
+    }
     for (name, value) in headers {
         if OVERRIDE_HEADERS.contains(&header_name(name).as_str()) {
             return Some(found("a header", name));
@@ -535,6 +547,26 @@ mod tests {
 
     fn in_body(body: &str) -> Option<Found> {
         find(None, &[], Some(body.as_bytes()))
+    }
+
+    /// Two content types are refused: frameworks read the first, the last or both, and a
+    /// human is shown the body as one of them.
+    #[test]
+    fn a_second_content_type_is_refused() {
+        let headers = [
+            (
+                "content-type".to_owned(),
+                "multipart/form-data; boundary=a".to_owned(),
+            ),
+            (
+                "Content-Type".to_owned(),
+                "multipart/form-data; boundary=Z".to_owned(),
+            ),
+        ];
+        let found = find(None, &headers, Some(b"--Z\r\n")).unwrap();
+        assert!(found.place.contains("more than once"), "{found:?}");
+        let one = [("content-type".to_owned(), "application/json".to_owned())];
+        assert_eq!(find(None, &one, Some(b"{}")), None);
     }
 
     #[test]

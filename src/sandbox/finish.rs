@@ -289,6 +289,6 @@ mod checked_tests {
         assert_eq!(out[3].bytes, binary(b"nothing"));
         assert_eq!(out[3].withheld, None);
         assert_eq!(out[4].name, "huge.bin");
-        assert!(out[4].withheld.as_deref().unwrap().contains("16 MiB"));
+        assert!(out[4].withheld.as_deref().unwrap().contains("8 MiB"));
     }
 }

@@ -153,7 +153,7 @@ const MAX_FILES: usize = 64;
 const MAX_FILE_NAME: usize = 256;
 
 /// Bytes of the files one result may return, in all.
-pub(super) const MAX_RETURNED_BYTES: usize = 16 * 1024 * 1024;
+pub(super) const MAX_RETURNED_BYTES: usize = 8 * 1024 * 1024;
 
 /// What `op_sdkbox_http` resolves to: a response, or an error the prelude throws.
 #[derive(Serialize)]

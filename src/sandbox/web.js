@@ -120,7 +120,9 @@
         bytes = bytes.subarray(0, cut);
       }
       const first = !this.#started;
-      this.#started = stream;
+      // A stream has started once a chunk gave it bytes (a byte order mark cut in two is
+      // still its start).
+      this.#started = stream && (this.#started || bytes.length > 0);
       return this.#decoded(bytes, first);
     }
     #decoded(bytes, first) {
