@@ -89,6 +89,9 @@ pub struct Sdk {
     /// What each operation is about, for suggestions ranked by meaning: made the first time
     /// a name reaches nothing, not at start.
     described: Arc<OnceLock<Vec<suggest::Described>>>,
+    /// Operations by id (unique: `spec::operations` makes them so), for what the gateway
+    /// asks of the operation an SDK call prepared.
+    by_id: std::collections::HashMap<String, usize>,
 }
 
 impl Sdk {
@@ -111,10 +114,17 @@ impl Sdk {
             let about = about.get_or_init(|| suggest::Described::all(&operations.operations));
             suggest::said(&suggest::ranked(asked, &operations.operations, about))
         }));
+        let by_id = api
+            .operations
+            .iter()
+            .enumerate()
+            .map(|(index, op)| (op.id.clone(), index))
+            .collect();
         Self {
             api,
             names,
             described,
+            by_id,
         }
     }
 
@@ -442,20 +452,17 @@ impl Sdk {
     /// The server the operation with id `id` is served from when its spec names one of its
     /// own (Stripe's file uploads, GitHub's release assets).
     pub fn server_of(&self, id: &str) -> Option<&str> {
-        self.api
-            .operations
-            .iter()
-            .find(|op| op.id == id)
-            .and_then(|op| op.server.as_deref())
+        self.by_id(id).and_then(|op| op.server.as_deref())
+    }
+
+    fn by_id(&self, id: &str) -> Option<&Operation> {
+        self.by_id.get(id).and_then(|i| self.api.operations.get(*i))
     }
 
     /// Whether the operation with id `id` returns a file (its spec's success response is no
     /// JSON and no text): the script gets its bytes.
     pub fn returns_bytes(&self, id: &str) -> bool {
-        self.api
-            .operations
-            .iter()
-            .find(|op| op.id == id)
+        self.by_id(id)
             .is_some_and(|op| matches!(op.response.as_deref(), Some(Shape::Bytes)))
     }
 

@@ -100,7 +100,7 @@ fn inline_content(file: &ReturnedFile, base64: String) -> ContentBlock {
     if file.media_type.starts_with("audio/") {
         return ContentBlock::audio(base64, file.media_type.clone());
     }
-    let text = is_text(&file.media_type)
+    let text = crate::spec::is_text_media_type(&file.media_type)
         .then(|| std::str::from_utf8(&file.bytes).ok())
         .flatten();
     ContentBlock::resource(match text {
@@ -117,12 +117,6 @@ fn inline_content(file: &ReturnedFile, base64: String) -> ContentBlock {
             meta: None,
         },
     })
-}
-
-fn is_text(media_type: &str) -> bool {
-    ["text/", "json", "xml", "csv", "javascript", "yaml"]
-        .iter()
-        .any(|t| media_type.contains(t))
 }
 
 fn encode_name(name: &str) -> String {

@@ -14,6 +14,7 @@ mod text;
 
 pub use model::{
     Api, AuthHint, Body, Encoding, Field, Location, Operation, Param, SchemaDoc, Shape, Style,
+    is_text_media_type,
 };
 pub use naming::{apply_names, camel, singular, words};
 pub use text::{first_sentence, plain, shorten};

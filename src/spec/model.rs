@@ -328,6 +328,28 @@ pub struct SchemaDoc {
     pub shape: Arc<Shape>,
 }
 
+/// Whether a media type is text a person (or a script) reads as such: `text/*`, JSON, XML,
+/// JavaScript, forms, YAML, CSV, HTML, GraphQL, with any parameters. What is not is bytes: an
+/// SDK call's file, a summarised body in an approval, a returned file sent as a blob. The
+/// prelude's `TEXT_TYPE` (bootstrap.js) says the same for responses.
+pub fn is_text_media_type(media_type: &str) -> bool {
+    let lower = media_type.to_ascii_lowercase();
+    lower.starts_with("text/")
+        || [
+            "json",
+            "xml",
+            "javascript",
+            "ecmascript",
+            "x-www-form-urlencoded",
+            "yaml",
+            "csv",
+            "graphql",
+            "html",
+        ]
+        .iter()
+        .any(|t| lower.contains(t))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

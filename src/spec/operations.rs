@@ -371,18 +371,7 @@ fn not_json_success(
     else {
         return Ok(None);
     };
-    let text = [
-        "text/",
-        "xml",
-        "javascript",
-        "csv",
-        "yaml",
-        "html",
-        "x-www-form-urlencoded",
-    ]
-    .iter()
-    .any(|t| media_type.contains(t));
-    Ok(Some(Arc::new(if text {
+    Ok(Some(Arc::new(if super::is_text_media_type(media_type) {
         Shape::String { values: Vec::new() }
     } else {
         Shape::Bytes
