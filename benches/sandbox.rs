@@ -69,6 +69,7 @@ fn target(base: &Url) -> Target {
         caller: egress.identity(),
         principal: sdkbox::fair::Principal::stdio(),
         hold: None,
+        watch: None,
         egress,
         sdk: None,
     }

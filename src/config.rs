@@ -51,6 +51,9 @@ pub struct ProviderFile {
     /// How callers share the server: per-caller bounds (see [`crate::fair`]).
     #[serde(default)]
     pub fairness: crate::fair::FairnessFile,
+    /// `[tasks]`: long executions as MCP tasks (limit, bounds).
+    #[serde(default)]
+    pub tasks: crate::tasks::TasksFile,
     /// Words people use for this API's things, and the API's own words for them, added to
     /// the built-in search vocabulary: `chargeback = "dispute"`, `"sign up" = "create"`.
     #[serde(default)]
@@ -454,6 +457,7 @@ impl ProviderFile {
     ) -> Result<Arc<Provider>, ConfigError> {
         let (typecheck_mode, tsc_path) = (self.typecheck.unwrap_or_default(), self.tsc.clone());
         let fairness = self.fairness.settings();
+        let task_settings = self.tasks.settings();
         let loaded = self.load(embedded, secret).await?;
         let api = loaded.api.ok_or_else(|| {
             ConfigError::Invalid(
@@ -495,8 +499,12 @@ impl ProviderFile {
             .await
             .map(Arc::new),
         };
+        let tasks = task_settings
+            .enabled
+            .then(|| crate::tasks::Tasks::new(task_settings, loaded.approvals.state().clone()));
         Ok(Arc::new(Provider {
             typecheck,
+            tasks,
             name: loaded.name.unwrap_or_else(|| api.title.clone()),
             docs,
             sdk,

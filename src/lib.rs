@@ -22,6 +22,7 @@ pub mod server;
 pub mod signin;
 pub mod spec;
 pub mod state;
+pub mod tasks;
 pub mod telemetry;
 pub mod typecheck;
 pub mod user_cache;

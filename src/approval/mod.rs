@@ -45,7 +45,7 @@ pub use caller::{Caller, CallerParts, code_digest};
 pub use dry_run::Planned;
 pub use gate::{Deferred, Gate};
 pub use journal::Key;
-pub use mcp::ElicitApprover;
+pub use mcp::{ElicitApprover, answer as approval_answer, form as approval_form};
 pub use round::{Channel, Ending, Round, RoundError};
 pub use rules::{Classified, PolicyFile, PolicyOverrides, Rule, Rules};
 pub use shown::{MAX_QUESTION, Shown};
@@ -117,6 +117,15 @@ impl Approvals {
     pub fn with_longest_run(mut self, deadline: Duration) -> Self {
         self.longest_run = deadline;
         self
+    }
+
+    /// These approvals for executions that run up to `limit` (tasks): a human may take as
+    /// long as that, and a write's claim lasts as long. Everything else is shared.
+    pub fn for_longer_runs(&self, limit: Duration) -> Self {
+        let mut longer = self.clone();
+        longer.timeout = longer.timeout.max(limit);
+        longer.longest_run = longer.longest_run.max(limit);
+        longer
     }
 
     /// Approvals of this process alone (kept in memory), sealed with `key` or a random key.

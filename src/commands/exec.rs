@@ -80,6 +80,7 @@ pub async fn exec(args: ExecArgs) -> Result<ExitCode> {
             caller: caller.worker_identity(),
             principal: sdkbox::fair::Principal::stdio(),
             hold: None,
+            watch: None,
         };
         pool.execute(&target, &code, &limits, CancellationToken::new())
             .await

@@ -129,6 +129,17 @@ pub struct ServeArgs {
     /// own grace (Kubernetes' terminationGracePeriodSeconds, less its preStop pause).
     #[arg(long, default_value_t = 30)]
     pub shutdown_grace_s: u64,
+    /// Seconds an execution that runs as an MCP task may take (clients that offer the tasks
+    /// extension; default: the provider file's `[tasks] timeout_s`, else 900).
+    #[arg(long)]
+    pub task_timeout_s: Option<u64>,
+    /// Milliseconds a call from such a client runs before it answers with a task instead
+    /// (default 2000; 0: every call is a task).
+    #[arg(long)]
+    pub task_after_ms: Option<u64>,
+    /// No MCP tasks: every call is a plain call, whatever the client offers.
+    #[arg(long)]
+    pub no_tasks: bool,
     /// HTTP: on SIGTERM, milliseconds the server still takes new calls while readiness fails,
     /// until the balancer notices; then it refuses them with 503.
     #[arg(long, default_value_t = 3_000)]
@@ -280,6 +291,11 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
     fair.stream_idle_s = args.stream_idle_s.or(fair.stream_idle_s);
     fair.one_caller = args.http.is_none();
     let fairness = fair.settings();
+    file.tasks.timeout_s = args.task_timeout_s.or(file.tasks.timeout_s);
+    file.tasks.after_ms = args.task_after_ms.or(file.tasks.after_ms);
+    if args.no_tasks {
+        file.tasks.enabled = Some(false);
+    }
     file.typecheck = args.typecheck.or(file.typecheck);
     file.tsc = args.tsc.clone().or(file.tsc.take());
     let pool_config = PoolConfig::for_this_binary(ExecLimits::default().memory_bytes)?;

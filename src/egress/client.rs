@@ -37,6 +37,8 @@ pub struct RawResponse {
 }
 
 /// The long-lived part of egress: configuration, HTTP client and the runtime it runs on.
+/// Cheap to clone: the HTTP client's connections are shared.
+#[derive(Clone)]
 pub struct Client {
     pub config: EgressConfig,
     policy: Arc<OriginPolicy>,

@@ -105,6 +105,21 @@ impl Egress {
         })
     }
 
+    /// The same bridge (credential, connections, scrubber) with `limits` for each execution
+    /// in place of its own: for a task's execution, which may run far longer and read far more.
+    pub fn with_limits(&self, limits: EgressLimits) -> Self {
+        let mut client = (*self.inner).clone();
+        client.config.limits = limits;
+        Self {
+            inner: Arc::new(client),
+        }
+    }
+
+    /// The bounds of each execution.
+    pub fn limits(&self) -> &EgressLimits {
+        self.inner.limits()
+    }
+
     /// Opens the budget and call log of one execution, whose requests `checkpoint` decides
     /// about. Requests in flight end with `ended` (the run's end), but a write that has left
     /// ends only with `stopped` (the call's: a cancellation, the server stopping) or the

@@ -261,7 +261,7 @@ impl CallRecord {
 
     /// Whether the request was never meant to be sent: a dry run's write, or one an earlier
     /// run of the same code sent.
-    fn planned(&self) -> bool {
+    pub(crate) fn planned(&self) -> bool {
         self.policy
             .as_ref()
             .is_some_and(|note| matches!(note.decision, Verdict::DryRun | Verdict::Replayed))

@@ -29,10 +29,12 @@ mod runtime;
 mod source;
 mod surrogates;
 mod truncate;
+mod watch;
 mod web;
 
 pub use bound::ENVELOPE as OUTPUT_ENVELOPE;
 pub use finish::{stopped, with_warnings};
+pub use watch::{Progress, Watch};
 
 /// How deeply `code` nests, or why the sandbox refuses it (deeper than it parses), read
 /// without parsing: the type check asks before it parses the code itself.
@@ -199,6 +201,7 @@ impl InProcessSandbox {
             self.sdk.clone(),
             gate,
             None,
+            None,
             limits,
             cancel,
             |gateway, cancel, deadline| run_code(code, limits, gateway, cancel, deadline, prepared),
@@ -221,6 +224,7 @@ pub async fn execute_with<F, Fut>(
     sdk: Option<Arc<Sdk>>,
     gate: Arc<Gate>,
     hold: Option<Hold>,
+    watch: Option<&Watch>,
     limits: &ExecLimits,
     cancel: CancellationToken,
     run: F,
@@ -255,6 +259,9 @@ where
         ended.clone(),
         cancel.clone(),
     );
+    if let Some(watch) = watch {
+        watch.attach(&session);
+    }
     let gateway = Arc::new(Gateway::new(session.clone(), sdk).held_by(hold));
     let report = run(gateway, cancel, deadline.clone()).await;
     ended.cancel();

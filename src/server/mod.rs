@@ -15,6 +15,7 @@ mod sessions;
 mod shared_sessions;
 mod signin;
 mod stdio;
+mod tasks;
 mod tools;
 
 pub use http::{HttpOptions, serve_http};
@@ -34,7 +35,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use tracing::Instrument;
 
-use crate::approval::{Approvals, Caller, Ending, Rule};
+use crate::approval::{Approvals, Caller, Channel, Ending, Rule};
 use crate::egress::{Credential, Egress, EgressConfig};
 use crate::fair::{FairQueue, Principal, QueueLimits};
 use crate::sandbox::ExecLimits;
@@ -79,6 +80,8 @@ pub struct Provider {
     pub searches: Arc<FairQueue>,
     /// The type check scripts pass before they run, when there is a compiler.
     pub typecheck: Option<Arc<crate::typecheck::TypeCheck>>,
+    /// Long executions as MCP tasks, for clients that offer the extension; `None` when off.
+    pub tasks: Option<Arc<crate::tasks::Tasks>>,
 }
 
 /// Searches that run at once; more wait, up to [`SEARCH_QUEUE_WAIT`].
@@ -246,7 +249,24 @@ impl SdkboxServer {
         Parameters(tools::Checked(input)): Parameters<tools::Checked<tools::Execute>>,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(task) = self.open_task(&context).await {
+            return self.execute_as_task(input, context, task).await;
+        }
+        self.execute_now(input, context, None).await
+    }
+
+    /// Runs one execution for its call, or, given `task`, for that task: under its limit,
+    /// asking a human through it, its progress watched.
+    async fn execute_now(
+        &self,
+        input: tools::Execute,
+        context: RequestContext<RoleServer>,
+        task: Option<&tasks::TaskRun>,
+    ) -> Result<CallToolResponse, ErrorData> {
         let mut limits = self.provider.limits.clone();
+        if let Some(task) = task {
+            limits.timeout = task.handle.settings().limit;
+        }
         // 0 is no time limit of the call's own (the server's): what a framework with strict
         // schemas makes a model send for an optional number (issue 35, item 8).
         if let Some(ms) = input.timeout_ms.filter(|ms| *ms > 0) {
@@ -278,12 +298,14 @@ impl SdkboxServer {
             .as_ref()
             .map(|check| check.begin(&input.code, &who));
         let dry_run = input.dry_run.unwrap_or(false);
-        let begun = self.provider.approvals.begin(
-            &caller,
-            &input.code,
-            dry_run,
-            approve::channel(&context),
-        );
+        let (approvals, channel) = match task {
+            Some(task) => {
+                let approver = crate::tasks::TaskApprover::new(task.handle.clone());
+                (&task.approvals, Channel::Now(Arc::new(approver)))
+            }
+            None => (&self.provider.approvals, approve::channel(&context)),
+        };
+        let begun = approvals.begin(&caller, &input.code, dry_run, channel);
         // Waiting for another run of the same code ends when the call is cancelled.
         let round = tokio::select! {
             round = begun => round.map_err(|e| ErrorData::invalid_params(e.to_string(), None))?,
@@ -298,6 +320,19 @@ impl SdkboxServer {
             }
             _ => None,
         };
+        // A task's execution may send and read as much as the task's bounds say.
+        let egress = match task {
+            Some(task) => {
+                let settings = task.handle.settings();
+                let mut limits = egress.limits().clone();
+                limits.max_requests = limits.max_requests.max(settings.max_requests);
+                limits.max_total_response_bytes = limits
+                    .max_total_response_bytes
+                    .max(settings.max_received_bytes);
+                egress.with_limits(limits)
+            }
+            None => egress,
+        };
         let target = Target {
             egress,
             sdk: Some(self.provider.sdk.clone()),
@@ -305,8 +340,13 @@ impl SdkboxServer {
             caller: caller.worker_identity(),
             principal: who.clone(),
             hold: checking.as_ref().and_then(|checking| checking.hold()),
+            watch: task.map(|task| task.watch.clone()),
         };
-        let heartbeat = progress_heartbeat(&context);
+        // A task's call has answered: its progress is the task's.
+        let heartbeat = match task {
+            Some(_) => None,
+            None => progress_heartbeat(&context),
+        };
         let cancel = self.cancellation(&context);
         let run = self
             .provider
@@ -576,18 +616,20 @@ impl ServerHandler for SdkboxServer {
         reason = "logging/setLevel is deprecated by SEP-2577, but clients still send it"
     )]
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_logging()
-                .enable_resources()
-                .build(),
-        )
-        .with_server_info(
-            Implementation::new("sdkbox", env!("CARGO_PKG_VERSION"))
-                .with_title(format!("sdkbox: {}", self.provider.name)),
-        )
-        .with_instructions(INSTRUCTIONS)
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_logging()
+            .enable_resources();
+        let capabilities = match &self.provider.tasks {
+            Some(_) => capabilities.enable_tasks().build(),
+            None => capabilities.build(),
+        };
+        ServerConfig::new(capabilities)
+            .with_server_info(
+                Implementation::new("sdkbox", env!("CARGO_PKG_VERSION"))
+                    .with_title(format!("sdkbox: {}", self.provider.name)),
+            )
+            .with_instructions(INSTRUCTIONS)
     }
 
     /// Reads a file a script returned as a link (see `files`): the caller's own, while it
@@ -601,6 +643,52 @@ impl ServerHandler for SdkboxServer {
         files::read(&request.uri, &who, self.provider.approvals.state())
             .await
             .map(Into::into)
+    }
+
+    /// `tasks/get`: the caller's own task, as it stands.
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        let tasks = self.provider.tasks.as_ref().ok_or_else(no_tasks)?;
+        let record = tasks
+            .get(&request.task_id, &principal(&context))
+            .await
+            .map_err(tasks::task_error)?;
+        Ok(rmcp::model::GetTaskResult::new(record.detailed()))
+    }
+
+    /// `tasks/update`: the caller's answers to its task's open input requests. Acknowledged
+    /// even for a task it does not hold, as the extension says.
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let tasks = self.provider.tasks.as_ref().ok_or_else(no_tasks)?;
+        let who = principal(&context);
+        match tasks
+            .update(&request.task_id, &who, request.input_responses)
+            .await
+        {
+            Ok(()) | Err(crate::tasks::TaskError::Unknown(_)) => Ok(()),
+            Err(error) => Err(tasks::task_error(error)),
+        }
+    }
+
+    /// `tasks/cancel`: stops the caller's task (see `Tasks::cancel`). Acknowledged even for a
+    /// task it does not hold, as the extension says.
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let tasks = self.provider.tasks.as_ref().ok_or_else(no_tasks)?;
+        match tasks.cancel(&request.task_id, &principal(&context)).await {
+            Ok(()) | Err(crate::tasks::TaskError::Unknown(_)) => Ok(()),
+            Err(error) => Err(tasks::task_error(error)),
+        }
     }
 
     /// Routes a call to its tool; an unknown name is an error that names it and the two tools
@@ -675,6 +763,11 @@ impl ServerHandler for SdkboxServer {
         tracing::info!(?level, "client set the log level");
         Ok(())
     }
+}
+
+/// A task method on a server without tasks (rmcp answers so before it gets here).
+fn no_tasks() -> ErrorData {
+    ErrorData::invalid_request("this server runs no tasks", None)
 }
 
 /// Who is behind a call, for fairness and the log: what the HTTP transport found (see

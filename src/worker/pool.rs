@@ -108,6 +108,8 @@ pub struct Target {
     pub principal: Principal,
     /// Where its requests wait for the type check's verdict, when one is still coming.
     pub hold: Option<crate::sandbox::Hold>,
+    /// Where a task reads the execution's progress while it runs.
+    pub watch: Option<Arc<crate::sandbox::Watch>>,
 }
 
 /// Runs executions in worker processes. Cheap to clone.
@@ -188,6 +190,7 @@ impl Pool {
             sdk,
             target.gate.clone(),
             target.hold.clone(),
+            target.watch.as_deref(),
             limits,
             cancel,
             |gateway, cancel, deadline| async move {

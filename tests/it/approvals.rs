@@ -510,6 +510,7 @@ async fn a_worker_waits_for_the_human_without_running_out_of_time() {
         caller: 1,
         principal: sdkbox::fair::Principal::stdio(),
         hold: None,
+        watch: None,
     };
     let outcome = pool
         .execute(&target, &code, &quick(1_000), CancellationToken::new())

@@ -44,6 +44,7 @@ mod signin;
 mod specs;
 mod state;
 mod support;
+mod tasks;
 mod traces;
 mod transport;
 mod tsc_download;

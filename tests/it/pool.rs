@@ -55,6 +55,7 @@ async fn pool_with(config: PoolConfig, base: &Url) -> Fixture {
             caller: egress.identity(),
             principal: sdkbox::fair::Principal::stdio(),
             hold: None,
+            watch: None,
             egress,
             sdk: None,
         },
@@ -442,6 +443,7 @@ async fn a_worker_serves_one_caller_only() {
         caller: other_egress.identity(),
         principal: sdkbox::fair::Principal::stdio(),
         hold: None,
+        watch: None,
         egress: other_egress,
         sdk: None,
     };

@@ -1,0 +1,166 @@
+//! The task records' rules, on the memory store: owners, bounds, answers, ends.
+
+use super::*;
+
+fn tasks(settings: TaskSettings) -> Arc<Tasks> {
+    Tasks::new(settings, StateStore::memory("tests"))
+}
+
+fn peer(n: u8) -> Principal {
+    Principal::peer(std::net::IpAddr::from([10, 0, 0, n]))
+}
+
+#[tokio::test]
+async fn a_task_is_only_its_callers() {
+    let tasks = tasks(TaskSettings::default());
+    let (alice, mallory) = (peer(1), peer(2));
+    let task = tasks.open(&alice).await.unwrap();
+    let id = task.id().to_owned();
+    assert!(matches!(
+        tasks.get(&id, &mallory).await,
+        Err(TaskError::Unknown(_))
+    ));
+    assert!(matches!(
+        tasks.cancel(&id, &mallory).await,
+        Err(TaskError::Unknown(_))
+    ));
+    let answers = [(
+        "approval-1".to_owned(),
+        serde_json::json!({"action": "accept"}),
+    )];
+    let update = tasks
+        .update(&id, &mallory, answers.into_iter().collect())
+        .await;
+    assert!(matches!(update, Err(TaskError::Unknown(_))));
+    assert!(
+        !task.cancellation().is_cancelled(),
+        "another caller cancelled it"
+    );
+    assert_eq!(tasks.get(&id, &alice).await.unwrap().stage, Stage::Working);
+    for id in ["", "zz", &"0".repeat(32), &format!("{id}x")] {
+        assert!(
+            matches!(tasks.get(id, &alice).await, Err(TaskError::Unknown(_))),
+            "{id}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn tasks_are_bounded_per_caller_and_a_finished_one_frees_its_place() {
+    let settings = TaskSettings {
+        running_per_principal: 2,
+        kept_per_principal: 3,
+        ..TaskSettings::default()
+    };
+    let tasks = tasks(settings);
+    let alice = peer(1);
+    let first = tasks.open(&alice).await.unwrap();
+    let second = tasks.open(&alice).await.unwrap();
+    let refused = tasks.open(&alice).await.err().unwrap().to_string();
+    assert!(refused.contains("at once"), "{refused}");
+    assert!(
+        tasks.open(&peer(2)).await.is_ok(),
+        "another caller has places of its own"
+    );
+    first.finish(TaskEnd::Completed(JsonObject::new())).await;
+    let _third = tasks.open(&alice).await.unwrap();
+    second.finish(TaskEnd::Completed(JsonObject::new())).await;
+    // Three records kept (two ended, one running): the fourth is refused until one expires.
+    let refused = tasks.open(&alice).await.err().unwrap().to_string();
+    assert!(refused.contains("records one caller holds"), "{refused}");
+    // A refusal leaves no place taken: a call answered at once frees its record's.
+    let kept = tasks
+        .state
+        .members(&kept_set(alice.as_str()))
+        .await
+        .unwrap();
+    assert_eq!(kept.len(), 3);
+}
+
+#[tokio::test]
+async fn only_open_questions_are_answered_and_the_answer_is_taken_once() {
+    let tasks = tasks(TaskSettings::default());
+    let alice = peer(1);
+    let task = tasks.open(&alice).await.unwrap();
+    let id = task.id().to_owned();
+    task.ask(
+        "approval-1",
+        serde_json::json!({"method": "elicitation/create"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        tasks.get(&id, &alice).await.unwrap().stage,
+        Stage::InputRequired
+    );
+    let answers = [
+        (
+            "approval-1".to_owned(),
+            serde_json::json!({"action": "accept"}),
+        ),
+        (
+            "approval-9".to_owned(),
+            serde_json::json!({"action": "accept"}),
+        ),
+    ];
+    tasks
+        .update(&id, &alice, answers.into_iter().collect())
+        .await
+        .unwrap();
+    let record = tasks.get(&id, &alice).await.unwrap();
+    assert_eq!(record.answers.keys().collect::<Vec<_>>(), ["approval-1"]);
+    assert_eq!(task.answer("approval-1").await.unwrap()["action"], "accept");
+    assert_eq!(task.answer("approval-1").await, None, "taken once");
+    assert_eq!(tasks.get(&id, &alice).await.unwrap().stage, Stage::Working);
+}
+
+#[tokio::test]
+async fn a_cancelled_task_ends_cancelled_and_a_cancel_waits_for_its_run() {
+    let tasks = tasks(TaskSettings::default());
+    let alice = peer(1);
+    let task = Arc::new(tasks.open(&alice).await.unwrap());
+    let id = task.id().to_owned();
+    let run = task.clone();
+    let job = tokio::spawn(async move {
+        run.cancellation().cancelled().await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        run.finish(TaskEnd::Completed(JsonObject::new())).await;
+    });
+    tasks.cancel(&id, &alice).await.unwrap();
+    assert!(
+        job.is_finished(),
+        "the cancel returned before the run ended"
+    );
+    assert_eq!(
+        tasks.get(&id, &alice).await.unwrap().stage,
+        Stage::Cancelled
+    );
+}
+
+#[tokio::test]
+async fn a_task_whose_replica_is_gone_fails_with_what_it_sent() {
+    let tasks = tasks(TaskSettings::default());
+    let alice = peer(1);
+    let task = tasks.open(&alice).await.unwrap();
+    let id = task.id().to_owned();
+    task.report(
+        "running".into(),
+        vec!["POST http://h/v1/notes -> 201".into()],
+    )
+    .await;
+    let record = tasks.get(&id, &alice).await.unwrap();
+    let orphan = TaskRecord {
+        replica: "gone".into(),
+        ..record
+    };
+    let ttl = Duration::from_secs(60);
+    let text = serde_json::to_string(&orphan).unwrap();
+    tasks.state.put(&record_key(&id), &text, ttl).await.unwrap();
+    let record = tasks.get(&id, &alice).await.unwrap();
+    assert_eq!(record.stage, Stage::Failed);
+    let message = record.message.unwrap();
+    assert!(
+        message.contains("not run again") && message.contains("POST http://h/v1/notes"),
+        "{message}"
+    );
+}
