@@ -54,6 +54,9 @@ pub struct ProviderFile {
     /// `[tasks]`: long executions as MCP tasks (limit, bounds).
     #[serde(default)]
     pub tasks: crate::tasks::TasksFile,
+    /// `[skills]`: provider playbooks served as MCP skills.
+    #[serde(default)]
+    pub skills: SkillsFile,
     /// Words people use for this API's things, and the API's own words for them, added to
     /// the built-in search vocabulary: `chargeback = "dispute"`, `"sign up" = "create"`.
     #[serde(default)]
@@ -144,6 +147,17 @@ impl Default for ApprovalArgs {
 
 fn parse_rule(text: &str) -> Result<Rule, String> {
     text.parse()
+}
+
+/// `[skills]` in a provider file: the provider's own skill (written from its spec) and the
+/// operator's, read once at startup.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillsFile {
+    /// `false`: no skills at all (the extension is not offered).
+    pub enabled: Option<bool>,
+    /// A directory of the operator's skills: one folder per skill with its `SKILL.md`.
+    pub dir: Option<PathBuf>,
 }
 
 /// `[network]` in a provider file.
@@ -266,6 +280,11 @@ impl ProviderFile {
             && model.is_relative()
         {
             file.search.model_dir = Some(dir.join(model));
+        }
+        if let Some(skills) = &file.skills.dir
+            && skills.is_relative()
+        {
+            file.skills.dir = Some(dir.join(skills));
         }
         Ok(file)
     }
@@ -458,13 +477,31 @@ impl ProviderFile {
         let (typecheck_mode, tsc_path) = (self.typecheck.unwrap_or_default(), self.tsc.clone());
         let fairness = self.fairness.settings();
         let task_settings = self.tasks.settings();
+        let skills_file = self.skills.clone();
         let loaded = self.load(embedded, secret).await?;
         let api = loaded.api.ok_or_else(|| {
             ConfigError::Invalid(
                 "no spec: set `spec` in the provider file, or pass --spec or --demo".into(),
             )
         })?;
-        let docs = DocsIndex::build(api.clone(), loaded.guides)?.with_synonyms(loaded.synonyms);
+        let name = loaded.name.unwrap_or_else(|| api.title.clone());
+        let skills = match skills_file.enabled.unwrap_or(true) {
+            true => Some(Arc::new(
+                crate::skills::Skills::build(
+                    &name,
+                    &api,
+                    &loaded.guides,
+                    skills_file.dir.as_deref(),
+                )
+                .map_err(|e| ConfigError::Invalid(e.to_string()))?,
+            )),
+            false => None,
+        };
+        let mut sections = loaded.guides;
+        if let Some(skills) = &skills {
+            sections.extend(skills.sections());
+        }
+        let docs = DocsIndex::build(api.clone(), sections)?.with_synonyms(loaded.synonyms);
         loaded
             .model
             .check()
@@ -505,7 +542,8 @@ impl ProviderFile {
         Ok(Arc::new(Provider {
             typecheck,
             tasks,
-            name: loaded.name.unwrap_or_else(|| api.title.clone()),
+            skills,
+            name,
             docs,
             sdk,
             egress: Egress::new(loaded.egress_config.clone())?,

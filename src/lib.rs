@@ -20,6 +20,7 @@ pub mod sdk;
 pub mod search;
 pub mod server;
 pub mod signin;
+pub mod skills;
 pub mod spec;
 pub mod state;
 pub mod tasks;

@@ -137,6 +137,10 @@ pub struct ServeArgs {
     /// (default 2000; 0: every call is a task).
     #[arg(long)]
     pub task_after_ms: Option<u64>,
+    /// A directory of the operator's skills (one folder per skill, with its `SKILL.md`),
+    /// served through the MCP skills extension beside the provider's own.
+    #[arg(long)]
+    pub skills_dir: Option<PathBuf>,
     /// No MCP tasks: every call is a plain call, whatever the client offers.
     #[arg(long)]
     pub no_tasks: bool,
@@ -293,6 +297,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
     let fairness = fair.settings();
     file.tasks.timeout_s = args.task_timeout_s.or(file.tasks.timeout_s);
     file.tasks.after_ms = args.task_after_ms.or(file.tasks.after_ms);
+    file.skills.dir = args.skills_dir.clone().or(file.skills.dir.take());
     if args.no_tasks {
         file.tasks.enabled = Some(false);
     }

@@ -82,6 +82,8 @@ pub struct Provider {
     pub typecheck: Option<Arc<crate::typecheck::TypeCheck>>,
     /// Long executions as MCP tasks, for clients that offer the extension; `None` when off.
     pub tasks: Option<Arc<crate::tasks::Tasks>>,
+    /// The provider's playbooks as MCP skills; `None` when off.
+    pub skills: Option<Arc<crate::skills::Skills>>,
 }
 
 /// Searches that run at once; more wait, up to [`SEARCH_QUEUE_WAIT`].
@@ -621,7 +623,11 @@ impl ServerHandler for SdkboxServer {
             .enable_logging()
             .enable_resources();
         let capabilities = match &self.provider.tasks {
-            Some(_) => capabilities.enable_tasks().build(),
+            Some(_) => capabilities.enable_tasks(),
+            None => capabilities,
+        };
+        let capabilities = match &self.provider.skills {
+            Some(_) => capabilities.enable_skills().build(),
             None => capabilities.build(),
         };
         ServerConfig::new(capabilities)
@@ -639,10 +645,45 @@ impl ServerHandler for SdkboxServer {
         request: rmcp::model::ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
+        if let Some(skills) = &self.provider.skills
+            && crate::skills::Skills::owns(&request.uri)
+        {
+            return skills.read(&request.uri).map(Into::into).ok_or_else(|| {
+                ErrorData::resource_not_found(
+                    format!("no skill file at {}: skills/list names them", request.uri),
+                    None,
+                )
+            });
+        }
         let who = principal(&context);
         files::read(&request.uri, &who, self.provider.approvals.state())
             .await
             .map(Into::into)
+    }
+
+    /// `skills/list`: the provider's own skill and the operator's.
+    async fn list_skills(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListSkillsResult, ErrorData> {
+        let skills = self.provider.skills.as_ref().ok_or_else(no_skills)?;
+        Ok(skills.list())
+    }
+
+    /// `skills/get`: one skill's entry, by the URI of its `SKILL.md`.
+    async fn get_skill(
+        &self,
+        request: rmcp::model::GetSkillRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetSkillResult, ErrorData> {
+        let skills = self.provider.skills.as_ref().ok_or_else(no_skills)?;
+        skills.get(&request.uri).ok_or_else(|| {
+            ErrorData::invalid_params(
+                format!("no skill at {}: skills/list names them", request.uri),
+                None,
+            )
+        })
     }
 
     /// `tasks/get`: the caller's own task, as it stands.
@@ -763,6 +804,11 @@ impl ServerHandler for SdkboxServer {
         tracing::info!(?level, "client set the log level");
         Ok(())
     }
+}
+
+/// A skills method on a server without skills (rmcp answers so before it gets here).
+fn no_skills() -> ErrorData {
+    ErrorData::invalid_request("this server serves no skills", None)
 }
 
 /// A task method on a server without tasks (rmcp answers so before it gets here).

@@ -41,6 +41,7 @@ mod search;
 mod semantic;
 mod sessions;
 mod signin;
+mod skills;
 mod specs;
 mod state;
 mod support;
