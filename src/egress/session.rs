@@ -322,6 +322,8 @@ struct State {
     /// Response bytes received so far, all requests together.
     received: std::sync::atomic::AtomicUsize,
     log: Mutex<CallLog>,
+    /// The script's latest console line handed over for progress, as it wrote it.
+    console: Mutex<Option<String>>,
 }
 
 impl EgressSession {
@@ -349,6 +351,7 @@ impl EgressSession {
                 sent: AtomicU32::new(0),
                 received: std::sync::atomic::AtomicUsize::new(0),
                 log: Mutex::new(CallLog::default()),
+                console: Mutex::new(None),
             }),
         }
     }
@@ -580,6 +583,17 @@ impl EgressSession {
             })
             .collect();
         (records, log.dropped)
+    }
+
+    /// Keeps `line` as the script's latest console line, for progress.
+    pub fn note_console(&self, line: String) {
+        *lock(&self.state.console) = Some(line);
+    }
+
+    /// The script's latest console line handed over for progress, scrubbed.
+    pub fn console_line(&self) -> Option<String> {
+        let line = lock(&self.state.console).clone()?;
+        Some(self.state.scrubber.scrub(&line).into_owned())
     }
 
     /// The scrubber for this session's secret, bounded for this execution.

@@ -86,6 +86,9 @@ pub trait Network: Send + Sync + 'static {
     fn send(&self, request: ScriptRequest) -> NetworkFuture;
     /// Checks an SDK call against the spec, then sends it.
     fn call(&self, call: SdkCall) -> NetworkFuture;
+    /// The script's latest console line, for a long run's progress (at most one a second
+    /// is handed over; it changes nothing).
+    fn note(&self, _line: String) {}
 }
 
 /// The real thing: one execution's egress session and the provider's SDK.
@@ -230,6 +233,10 @@ impl Gateway {
 }
 
 impl Network for Gateway {
+    fn note(&self, line: String) {
+        self.session.note_console(line);
+    }
+
     /// Sends a raw request (`fetch`, `api.request`). What the script says about its
     /// operation is dropped: only the SDK names operations, and the rules find a raw
     /// request's operation from its method and URL.

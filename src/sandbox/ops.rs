@@ -57,7 +57,15 @@ pub struct Console {
     left: usize,
     /// Lines dropped once the budget ran out.
     pub dropped: usize,
+    /// When a line was last handed to the network as progress.
+    noted: Option<std::time::Instant>,
 }
+
+/// How often a console line is handed over as progress, at most.
+const NOTE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Characters of a console line handed over as progress, at most.
+const NOTE_CHARS: usize = 200;
 
 impl Console {
     /// A console that keeps up to `limit` bytes of text.
@@ -66,7 +74,20 @@ impl Console {
             lines: Vec::new(),
             left: limit,
             dropped: 0,
+            noted: None,
         }
+    }
+
+    /// Whether a line written now is handed over as progress (one a second).
+    fn due(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        let due = self
+            .noted
+            .is_none_or(|at| now.duration_since(at) >= NOTE_EVERY);
+        if due {
+            self.noted = Some(now);
+        }
+        due
     }
 
     fn push(&mut self, level: &str, mut text: String) {
@@ -112,6 +133,10 @@ pub struct ResultSlot(pub Option<String>, pub Vec<FilePart>, pub Vec<String>);
 
 #[op2(fast)]
 fn op_sdkbox_log(state: &mut OpState, #[string] level: &str, #[string] text: String) {
+    let due = state.try_borrow_mut::<Console>().is_some_and(Console::due);
+    if due && let Some(network) = state.try_borrow::<Arc<dyn Network>>() {
+        network.note(text.chars().take(NOTE_CHARS).collect());
+    }
     if let Some(console) = state.try_borrow_mut::<Console>() {
         console.push(level, text);
     }

@@ -1,6 +1,6 @@
 //! What a running execution has done so far, read while it runs (a task's progress): the
-//! requests its egress session logged and the writes among them. Nothing here changes the
-//! run.
+//! requests its egress session logged, the writes among them, and the script's latest
+//! console line. Nothing here changes the run.
 
 use std::sync::{Arc, Mutex};
 
@@ -26,6 +26,10 @@ pub struct Progress {
     /// Writes that left, each `METHOD URL -> status` (or `(no answer yet)`), the last
     /// [`MAX_WRITES`]; URLs as the call log keeps them, scrubbed.
     pub writes: Vec<String>,
+    /// Writes that left, all of them.
+    pub writes_sent: usize,
+    /// The script's latest console line (one a second is handed over), scrubbed.
+    pub console: Option<String>,
 }
 
 impl Watch {
@@ -56,6 +60,7 @@ impl Watch {
                 None => format!("{} {} (no answer yet)", r.method, r.url),
             })
             .collect();
+        let writes_sent = writes.len();
         if writes.len() > MAX_WRITES {
             writes.drain(..writes.len() - MAX_WRITES);
         }
@@ -67,6 +72,8 @@ impl Watch {
                 .count()
                 + dropped,
             writes,
+            writes_sent,
+            console: session.console_line(),
         }
     }
 }

@@ -160,13 +160,17 @@ async fn report(handle: Arc<TaskHandle>, watch: Arc<Watch>) {
     loop {
         tokio::time::sleep(REPORT_EVERY).await;
         let progress = watch.progress();
-        let message = format!(
+        let mut message = format!(
             "running for {} s: {} requests made, {} pages read, {} writes sent",
             started.elapsed().as_secs(),
             progress.requests,
             progress.reads,
-            progress.writes.len()
+            progress.writes_sent
         );
+        if let Some(line) = progress.console {
+            message.push_str("; console: ");
+            message.push_str(&line);
+        }
         handle.report(message, progress.writes).await;
     }
 }

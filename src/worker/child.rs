@@ -103,6 +103,8 @@ struct Forward {
 enum Outgoing {
     Http(Box<ScriptRequest>),
     Call(SdkCall),
+    /// A console line for progress: nothing answers it.
+    Console(String),
 }
 
 type Reply = oneshot::Sender<Result<ScriptResponse, NetworkError>>;
@@ -114,6 +116,11 @@ impl Network for Forward {
 
     fn call(&self, call: SdkCall) -> NetworkFuture {
         self.forward(Outgoing::Call(call))
+    }
+
+    fn note(&self, line: String) {
+        let (reply, _) = oneshot::channel();
+        let _ = self.requests.send((Outgoing::Console(line), reply));
     }
 }
 
@@ -159,11 +166,16 @@ async fn run_one(
                 return send_report(channel, report).await;
             }
             Some((message, reply)) = outgoing.recv() => {
+                if let Outgoing::Console(line) = message {
+                    channel.send(FromWorker::Console { line }).await?;
+                    continue;
+                }
                 next_id += 1;
                 let request_id = next_id;
                 let message = match message {
                     Outgoing::Http(request) => FromWorker::Http { request_id, request: *request },
                     Outgoing::Call(call) => FromWorker::Call { request_id, call },
+                    Outgoing::Console(_) => continue,
                 };
                 match channel.send(message).await {
                     Ok(()) => {

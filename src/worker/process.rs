@@ -247,6 +247,7 @@ impl WorkerProcess {
                         return Ok(report);
                     }
                     Ok(Some(FromWorker::Started)) => started = true,
+                    Ok(Some(FromWorker::Console { line })) => gateway.note(line),
                     Ok(Some(FromWorker::Http { request_id, request })) => {
                         let sent = gateway.send(request);
                         in_flight.spawn(async move { (request_id, sent.await) }.in_current_span());

@@ -24,7 +24,7 @@ use crate::sandbox::{ExecLimits, NetworkError, Report};
 use crate::sdk::SdkCall;
 
 /// Bumped on any incompatible change; a worker of another version is refused at start.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// The largest frame either side accepts: a script, a response body or a report.
 pub const MAX_FRAME: usize = 64 * 1024 * 1024;
@@ -103,6 +103,11 @@ pub enum FromWorker {
         request_id: u64,
         /// The call as the script made it.
         call: SdkCall,
+    },
+    /// The script's latest console line, for a long run's progress (one a second at most).
+    Console {
+        /// The line, cut to 200 characters.
+        line: String,
     },
     /// The execution ended.
     Done {

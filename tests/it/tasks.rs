@@ -112,7 +112,8 @@ fn spec(base: &url::Url) -> String {
 }
 
 /// `sdkbox serve --http` on the provider: writes need approval, a plain call's approvals
-/// time out after 3 s, a call becomes a task after 1 s.
+/// time out after 3 s, a call becomes a task after 1 s; the test's clients are two callers
+/// behind an ingress on loopback, which names them.
 async fn server(base: &url::Url, token: &str) -> (Listening, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let spec_path = dir.path().join("spec.json");
@@ -124,7 +125,12 @@ async fn server(base: &url::Url, token: &str) -> (Listening, tempfile::TempDir) 
         .arg(&spec_path)
         .args(["--base-url", base.as_str(), "--writes", "approve"])
         .args(["--approval-timeout-s", "3", "--task-after-ms", "1000"])
-        .args(["--token-env", "SDKBOX_TOKEN"])
+        .args([
+            "--token-env",
+            "SDKBOX_TOKEN",
+            "--trusted-proxy",
+            "127.0.0.1/32",
+        ])
         .env("SDKBOX_TOKEN", token);
     (listening(command).await, dir)
 }

@@ -31,17 +31,20 @@ async function check(name, body) {
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const seen = async () => (await fetch(`${process.env.PROVIDER}/_seen`)).json();
 
-function connect(name, capabilities) {
+// Two callers behind one ingress (the server trusts it to name them): the tasks client and
+// a plain one, each with its own share of the server.
+const TASKS_CALLER = "10.1.0.1";
+function connect(name, capabilities, caller) {
   const client = new Client({ name, version: "1.0.0" }, { capabilities, versionNegotiation: { mode: { pin: PROTOCOL } } });
   const transport = new StreamableHTTPClientTransport(new URL(process.env.SDKBOX_URL), {
-    requestInit: { headers: { Authorization: `Bearer ${process.env.SDKBOX_TOKEN}` } },
+    requestInit: { headers: { Authorization: `Bearer ${process.env.SDKBOX_TOKEN}`, "X-Forwarded-For": caller } },
   });
   return client.connect(transport).then(() => client);
 }
 
 const capabilities = { extensions: { [TASKS]: {} }, elicitation: { form: {} } };
-const client = await connect("sdkbox-tasks", capabilities);
-const plain = await connect("sdkbox-plain", {});
+const client = await connect("sdkbox-tasks", capabilities, TASKS_CALLER);
+const plain = await connect("sdkbox-plain", {}, "10.1.0.2");
 
 // The raw dispatch the adapter needs in the 2026 revision: the request exactly as it framed
 // it, posted as the streamable HTTP transport of that revision posts one (the SDK Client
@@ -55,6 +58,7 @@ async function rawDispatch(request, options = {}) {
     signal: options.signal,
     headers: {
       Authorization: `Bearer ${process.env.SDKBOX_TOKEN}`,
+      "X-Forwarded-For": TASKS_CALLER,
       "Content-Type": "application/json",
       Accept: "application/json, text/event-stream",
       "MCP-Protocol-Version": PROTOCOL,
@@ -128,7 +132,7 @@ await check("long_task_completes", async () => {
   const content = structured(outcome);
   assert(content.ok === true && content.result.pages === pages, `result: ${JSON.stringify(content).slice(0, 400)}`);
   assert((await seen()).pages - before === pages, "the provider did not see every page once");
-  assert(messages.some((m) => /pages read/.test(m)), `no progress was reported: ${JSON.stringify(messages)}`);
+  assert(messages.some((m) => /\d+ pages read.*console: page \d+/.test(m)), `no progress was reported: ${JSON.stringify(messages)}`);
   assert((await others) < ended, "the other client's calls waited for the task");
   console.error(`long task: ${pages} pages in ${((ended - started) / 1000).toFixed(1)} s; last status: ${messages.at(-1)}`);
 });
