@@ -14,6 +14,10 @@ use crate::approval::{Answer, AnswerFuture, Approver, Ask, Key};
 /// How often a waiting approval looks for the client's answer in the task's record.
 const ANSWER_POLL: Duration = Duration::from_millis(250);
 
+/// Questions one task has open at once; more wait their turn (within the approval's time):
+/// each is a form of up to a question's size in the task's record.
+const OPEN_AT_ONCE: usize = 8;
+
 /// The channel's name, for the log and the audit file.
 const CHANNEL: &str = "MCP task (tasks/update)";
 
@@ -21,6 +25,7 @@ const CHANNEL: &str = "MCP task (tasks/update)";
 pub struct TaskApprover {
     handle: Arc<TaskHandle>,
     asked: AtomicU32,
+    open: Arc<tokio::sync::Semaphore>,
 }
 
 impl TaskApprover {
@@ -29,6 +34,7 @@ impl TaskApprover {
         Self {
             handle,
             asked: AtomicU32::new(0),
+            open: Arc::new(tokio::sync::Semaphore::new(OPEN_AT_ONCE)),
         }
     }
 }
@@ -58,9 +64,14 @@ impl Approver for TaskApprover {
     }
 
     fn ask(&self, ask: Ask, _key: Key, _timeout: Duration) -> AnswerFuture {
-        let handle = self.handle.clone();
+        let (handle, open) = (self.handle.clone(), self.open.clone());
         let key = format!("approval-{}", self.asked.fetch_add(1, Ordering::SeqCst) + 1);
         Box::pin(async move {
+            let Ok(_turn) = open.acquire_owned().await else {
+                return Answer::Deny {
+                    by: "nobody (the task's questions were closed)".into(),
+                };
+            };
             let request = serde_json::json!({
                 "method": "elicitation/create",
                 "params": crate::approval::approval_form(&ask),

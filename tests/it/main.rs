@@ -35,6 +35,7 @@ mod page;
 mod pool;
 mod provider;
 mod real_providers;
+mod replica_tasks;
 mod replicas;
 mod sdk;
 mod search;
