@@ -536,9 +536,10 @@ impl ProviderFile {
             .await
             .map(Arc::new),
         };
-        let tasks = task_settings
-            .enabled
-            .then(|| crate::tasks::Tasks::new(task_settings, loaded.approvals.state().clone()));
+        let tasks = task_settings.enabled.then(|| {
+            let room = pool_config.workers.saturating_sub(1);
+            crate::tasks::Tasks::new(task_settings, loaded.approvals.state().clone(), room)
+        });
         Ok(Arc::new(Provider {
             typecheck,
             tasks,

@@ -557,6 +557,15 @@ impl Gate {
             }
             false => Ok(None),
         };
+        // What the audit says the request is, scrubbed before any wait: a wait the execution's
+        // cancel ends would leave its scrubber spent, and the line without its URL.
+        let subject = match (&self.approvals.audit, write || rule != Rule::Allow) {
+            (Some(log), true) => Some((
+                log.clone(),
+                self.subject(&operation, request.method, &url, &fingerprint, scrubber),
+            )),
+            _ => None,
+        };
         let decision = match (refused, consulted) {
             _ if reused.is_some() => Decision::Refuse(
                 note(Verdict::Denied, None, None),
@@ -636,13 +645,7 @@ impl Gate {
                 }
             }
         };
-        let audit = match (&self.approvals.audit, write || rule != Rule::Allow) {
-            (Some(log), true) => Some((
-                log.clone(),
-                self.subject(&operation, request.method, &url, &fingerprint, scrubber),
-            )),
-            _ => None,
-        };
+        let audit = subject;
         let decision = match &audit {
             Some((log, subject)) => {
                 match audit::decision(log.clone(), subject, decision.note()).await {

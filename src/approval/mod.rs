@@ -119,11 +119,13 @@ impl Approvals {
         self
     }
 
-    /// These approvals for executions that run up to `limit` (tasks): a human may take as
-    /// long as that, and a write's claim lasts as long. Everything else is shared.
+    /// These approvals for executions that run up to `limit` (tasks): the humans they ask
+    /// have `limit` for all their decisions together (so an execution lasts at most twice
+    /// `limit`: running, and waiting), and a write's claim lasts as long. Everything else is
+    /// shared.
     pub fn for_longer_runs(&self, limit: Duration) -> Self {
         let mut longer = self.clone();
-        longer.timeout = longer.timeout.max(limit);
+        longer.timeout = limit;
         longer.longest_run = longer.longest_run.max(limit);
         longer
     }

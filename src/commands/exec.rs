@@ -81,6 +81,7 @@ pub async fn exec(args: ExecArgs) -> Result<ExitCode> {
             principal: sdkbox::fair::Principal::stdio(),
             hold: None,
             watch: None,
+            detached: None,
         };
         pool.execute(&target, &code, &limits, CancellationToken::new())
             .await

@@ -29,6 +29,8 @@ pub(super) struct TaskRun {
     pub watch: Arc<Watch>,
     /// The approvals with the task's limit as their timeout and longest run.
     pub approvals: Approvals,
+    /// True once the call has answered with the task (see `Target::detached`).
+    pub detached: tokio::sync::watch::Receiver<bool>,
 }
 
 impl SdkboxServer {
@@ -65,10 +67,12 @@ impl SdkboxServer {
         let handle = Arc::new(handle);
         let settings = *handle.settings();
         let approvals = self.provider.approvals.for_longer_runs(settings.limit);
+        let (detach, detached) = tokio::sync::watch::channel(false);
         let run = TaskRun {
             handle: handle.clone(),
             watch: Watch::new(),
             approvals,
+            detached,
         };
         let mut detached = context.clone();
         detached.ct = handle.cancellation().clone();
@@ -83,7 +87,7 @@ impl SdkboxServer {
             // The call that waits takes a quick result itself; else the task records it.
             if let Err(response) = sender.send(response) {
                 let end = server.task_end(response, &run);
-                run.handle.finish(end).await;
+                run.handle.finish(end, run.watch.progress().writes).await;
             }
         });
         tokio::select! {
@@ -110,6 +114,7 @@ impl SdkboxServer {
             return response;
         }
         tracing::info!(task = %handle.id(), "an execution continues as a task");
+        let _ = detach.send(true);
         Ok(CallToolResponse::Task(CreateTaskResult::new(
             handle.seed().await,
         )))

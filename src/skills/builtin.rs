@@ -14,10 +14,6 @@ const MAX_GROUPS: usize = 60;
 /// Guide sections the skill names as common tasks, at most.
 const MAX_TASKS: usize = 40;
 
-/// Sections of the provider's own skill that only list what search finds anyway: not
-/// indexed again.
-pub const LISTS: [&str; 2] = ["The SDK's groups", "Common tasks in the guides"];
-
 /// The skill's name for a provider called `provider`: its words in lowercase joined by
 /// hyphens, then `-api` (`Acme Shop` -> `acme-shop-api`); within the 64 characters a name
 /// may have.

@@ -53,7 +53,7 @@ pub struct Read {
 pub fn read(dir: &Path) -> Result<Vec<Read>, SkillsError> {
     let mut folders: Vec<PathBuf> = entries(dir)?
         .into_iter()
-        .filter(|path| path.join("SKILL.md").is_file())
+        .filter(|path| regular_file(&path.join("SKILL.md")))
         .collect();
     folders.sort();
     if folders.len() > MAX_SKILLS {
@@ -84,14 +84,23 @@ fn entries(dir: &Path) -> Result<Vec<PathBuf>, SkillsError> {
     Ok(out)
 }
 
+/// Whether `path` is a regular file itself, not a link to one.
+fn regular_file(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file())
+}
+
 /// The skill in `folder`.
 fn skill(folder: &Path) -> Result<Read, SkillsError> {
     let invalid = |why: String| SkillsError::Invalid(format!("{}: {why}", folder.display()));
-    let text =
-        std::fs::read_to_string(folder.join("SKILL.md")).map_err(|error| SkillsError::Read {
-            path: folder.join("SKILL.md"),
-            error,
-        })?;
+    let path = folder.join("SKILL.md");
+    let failed = |error| SkillsError::Read {
+        path: path.clone(),
+        error,
+    };
+    if std::fs::symlink_metadata(&path).map_err(failed)?.len() > MAX_BYTES {
+        return Err(invalid(format!("SKILL.md is over {} MiB", MAX_BYTES >> 20)));
+    }
+    let text = std::fs::read_to_string(&path).map_err(failed)?;
     let (yaml, body) = split_frontmatter(&text).ok_or_else(|| {
         invalid("SKILL.md must start with YAML frontmatter between `---` lines".into())
     })?;
@@ -160,17 +169,36 @@ fn collect(
                 MAX_BYTES >> 20
             )));
         }
-        let content = std::fs::read(&path).map_err(failed)?;
-        let relative = path
+        let segments: Option<Vec<String>> = path
             .strip_prefix(root)
             .unwrap_or(&path)
             .components()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect::<Vec<_>>()
-            .join("/");
-        files.push((relative, media_type(&path).to_owned(), content));
+            .map(|c| c.as_os_str().to_str().map(encode_segment))
+            .collect();
+        let Some(segments) = segments else {
+            return Err(SkillsError::Invalid(format!(
+                "{}: a file name that is not UTF-8; rename it",
+                path.display()
+            )));
+        };
+        let content = std::fs::read(&path).map_err(failed)?;
+        files.push((segments.join("/"), media_type(&path).to_owned(), content));
     }
     Ok(())
+}
+
+/// A file or folder name as a segment of a URI: every byte but the unreserved ones
+/// (RFC 3986: letters, digits, `-`, `.`, `_`, `~`) percent-encoded.
+fn encode_segment(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for byte in name.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
 }
 
 /// `SKILL.md`'s frontmatter and body.
@@ -239,5 +267,39 @@ mod tests {
         std::fs::write(refunds.join("SKILL.md"), "no frontmatter").unwrap();
         let error = read(dir.path()).err().unwrap().to_string();
         assert!(error.contains("frontmatter"), "{error}");
+    }
+
+    #[test]
+    fn links_are_not_followed_and_sizes_and_names_are_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside.md");
+        std::fs::write(&outside, "---\nname: leak\ndescription: d\n---\nsecret").unwrap();
+        let skills = dir.path().join("skills");
+        std::fs::create_dir_all(skills.join("leak")).unwrap();
+        std::os::unix::fs::symlink(&outside, skills.join("leak/SKILL.md")).unwrap();
+        assert!(
+            read(&skills).unwrap().is_empty(),
+            "a linked SKILL.md was read"
+        );
+
+        let big = skills.join("big");
+        std::fs::create_dir_all(&big).unwrap();
+        let mut text = "---\nname: big\ndescription: d\n---\n".to_owned();
+        text.push_str(&"x".repeat(3 << 20));
+        std::fs::write(big.join("SKILL.md"), text).unwrap();
+        let error = read(&skills).err().unwrap().to_string();
+        assert!(error.contains("over 2 MiB"), "{error}");
+        std::fs::remove_dir_all(&big).unwrap();
+
+        let odd = skills.join("odd");
+        std::fs::create_dir_all(&odd).unwrap();
+        std::fs::write(
+            odd.join("SKILL.md"),
+            "---\nname: odd\ndescription: d\n---\nx",
+        )
+        .unwrap();
+        std::fs::write(odd.join("a b#c?d.md"), "x").unwrap();
+        let read = read(&skills).unwrap();
+        assert_eq!(read[0].files[0].0, "a%20b%23c%3Fd.md");
     }
 }

@@ -66,6 +66,10 @@ pub enum TaskError {
 pub struct Tasks {
     settings: TaskSettings,
     state: StateStore,
+    /// Tasks this process may run at once: all its workers but one, which stays for calls.
+    here: Arc<tokio::sync::Semaphore>,
+    /// That number, for the refusal.
+    room: usize,
     /// Runs on this replica, by task id: what cancels each, and what says it ended.
     local: Mutex<HashMap<String, (CancellationToken, watch::Receiver<bool>)>>,
 }
@@ -79,12 +83,16 @@ pub enum TaskEnd {
 }
 
 impl Tasks {
-    /// Tasks under `settings`, kept in `state`; listens for cancels sent from other replicas
-    /// (on the tokio runtime it is called on, while the tasks live).
-    pub fn new(settings: TaskSettings, state: StateStore) -> Arc<Self> {
+    /// Tasks under `settings`, kept in `state`, at most `room` running in this process at
+    /// once (its workers but one); listens for cancels sent from other replicas (on the
+    /// tokio runtime it is called on, while the tasks live).
+    pub fn new(settings: TaskSettings, state: StateStore, room: usize) -> Arc<Self> {
+        let room = room.max(1);
         let tasks = Arc::new(Self {
             settings,
             state,
+            here: Arc::new(tokio::sync::Semaphore::new(room)),
+            room,
             local: Mutex::default(),
         });
         let letters = tasks.state.letters();
@@ -113,6 +121,12 @@ impl Tasks {
 
     /// Makes a task for `owner`, running on this replica; refused past the bounds.
     pub async fn open(self: &Arc<Self>, owner: &Principal) -> Result<TaskHandle, TaskError> {
+        let permit = self.here.clone().try_acquire_owned().map_err(|_| {
+            TaskError::Full(format!(
+                "this server runs {} tasks at once, all its workers but one",
+                self.room
+            ))
+        })?;
         let id = crate::approval::random_hex(16)
             .ok_or_else(|| TaskError::Full("no randomness for a task id".into()))?;
         let settings = &self.settings;
@@ -174,6 +188,7 @@ impl Tasks {
             ended,
             created_ms: now,
             asked: tokio::sync::Notify::new(),
+            permit: Mutex::new(Some(permit)),
         })
     }
 
@@ -330,6 +345,8 @@ pub struct TaskHandle {
     created_ms: u64,
     /// Notified when the task asks the client something: its call answers with it at once.
     asked: tokio::sync::Notify,
+    /// Its place among the tasks this process runs, given back when it ends.
+    permit: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
 }
 
 impl TaskHandle {
@@ -381,8 +398,11 @@ impl TaskHandle {
         let Ok(record) = self.record().await else {
             return;
         };
-        if record.cancel {
+        // Cancelled by its client, or ended by another replica that took this one for gone
+        // (its heartbeat missed): the run stops, and what it sent stays as recorded.
+        if record.cancel || record.stage.ended() {
             self.cancel.cancel();
+            return;
         }
         let _ = self
             .tasks
@@ -400,8 +420,11 @@ impl TaskHandle {
         let record = self.record().await?;
         self.tasks
             .change(&record, |task| {
-                task.inputs.insert(key.to_owned(), request.clone());
-                task.stage = Stage::InputRequired;
+                if !task.stage.ended() {
+                    task.inputs.insert(key.to_owned(), request.clone());
+                    task.stage = Stage::InputRequired;
+                    task.message = Some("waiting for the user's decision about a write".into());
+                }
             })
             .await?;
         self.asked.notify_one();
@@ -432,25 +455,38 @@ impl TaskHandle {
                 task.answers.remove(key);
                 if task.stage == Stage::InputRequired && task.inputs.is_empty() {
                     task.stage = Stage::Working;
+                    task.message = Some("the execution goes on".into());
                 }
             })
             .await;
     }
 
-    /// Ends the task with its outcome (cancelled, if the client asked), frees its place
-    /// among the running ones, and lets a waiting cancel return.
-    pub async fn finish(&self, end: TaskEnd) {
+    /// Ends the task with its outcome (cancelled, if the client asked) and the writes it
+    /// sent, frees its place among the running ones, and lets a waiting cancel return. A
+    /// task another replica ended already (taking this one for gone) keeps that end: an end
+    /// is final.
+    pub async fn finish(&self, end: TaskEnd, sent: Vec<String>) {
         let cancelled = self.cancel.is_cancelled();
         if let Ok(record) = self.record().await {
             let result = self
                 .tasks
                 .change(&record, |task| {
+                    if task.stage.ended() {
+                        return;
+                    }
                     task.inputs.clear();
                     task.answers.clear();
+                    task.sent = sent.clone();
                     match (&end, task.cancel && cancelled) {
                         (_, true) => {
                             task.stage = Stage::Cancelled;
-                            task.message = Some("cancelled by the client".into());
+                            task.message = Some(match sent.is_empty() {
+                                true => "cancelled by the client; it had sent no write".into(),
+                                false => format!(
+                                    "cancelled by the client; the writes it had sent: {}",
+                                    sent.join("; ")
+                                ),
+                            });
                         }
                         (TaskEnd::Completed(result), false) => {
                             task.stage = Stage::Completed;
@@ -490,6 +526,7 @@ impl TaskHandle {
             .dismiss(&running_set(&self.owner), &self.id)
             .await;
         lock(&self.tasks.local).remove(&self.id);
+        lock(&self.permit).take();
         let _ = self.ended.send(true);
     }
 }

@@ -3,7 +3,7 @@
 use super::*;
 
 fn tasks(settings: TaskSettings) -> Arc<Tasks> {
-    Tasks::new(settings, StateStore::memory("tests"))
+    Tasks::new(settings, StateStore::memory("tests"), 64)
 }
 
 fn peer(n: u8) -> Principal {
@@ -62,9 +62,13 @@ async fn tasks_are_bounded_per_caller_and_a_finished_one_frees_its_place() {
         tasks.open(&peer(2)).await.is_ok(),
         "another caller has places of its own"
     );
-    first.finish(TaskEnd::Completed(JsonObject::new())).await;
+    first
+        .finish(TaskEnd::Completed(JsonObject::new()), Vec::new())
+        .await;
     let _third = tasks.open(&alice).await.unwrap();
-    second.finish(TaskEnd::Completed(JsonObject::new())).await;
+    second
+        .finish(TaskEnd::Completed(JsonObject::new()), Vec::new())
+        .await;
     // Three records kept (two ended, one running): the fourth is refused until one expires.
     let refused = tasks.open(&alice).await.err().unwrap().to_string();
     assert!(refused.contains("records one caller holds"), "{refused}");
@@ -124,7 +128,8 @@ async fn a_cancelled_task_ends_cancelled_and_a_cancel_waits_for_its_run() {
     let job = tokio::spawn(async move {
         run.cancellation().cancelled().await;
         tokio::time::sleep(Duration::from_millis(200)).await;
-        run.finish(TaskEnd::Completed(JsonObject::new())).await;
+        run.finish(TaskEnd::Completed(JsonObject::new()), Vec::new())
+            .await;
     });
     tasks.cancel(&id, &alice).await.unwrap();
     assert!(
@@ -161,6 +166,74 @@ async fn a_task_whose_replica_is_gone_fails_with_what_it_sent() {
     let message = record.message.unwrap();
     assert!(
         message.contains("not run again") && message.contains("POST http://h/v1/notes"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_process_runs_tasks_on_all_its_workers_but_one() {
+    let tasks = Tasks::new(TaskSettings::default(), StateStore::memory("tests"), 2);
+    let first = tasks.open(&peer(1)).await.unwrap();
+    let _second = tasks.open(&peer(2)).await.unwrap();
+    let refused = tasks.open(&peer(3)).await.err().unwrap().to_string();
+    assert!(refused.contains("2 tasks at once"), "{refused}");
+    first
+        .finish(TaskEnd::Completed(JsonObject::new()), Vec::new())
+        .await;
+    assert!(
+        tasks.open(&peer(3)).await.is_ok(),
+        "an ended task gives its place back"
+    );
+}
+
+#[tokio::test]
+async fn an_end_is_final_and_a_run_taken_for_gone_is_stopped() {
+    let tasks = tasks(TaskSettings::default());
+    let alice = peer(1);
+    let task = tasks.open(&alice).await.unwrap();
+    let id = task.id().to_owned();
+    let record = tasks.get(&id, &alice).await.unwrap();
+    // Another replica took this one for gone and ended the task.
+    tasks
+        .change(&record, |task| {
+            task.stage = Stage::Failed;
+            task.message = Some("gone".into());
+        })
+        .await
+        .unwrap();
+    task.report("running".into(), Vec::new()).await;
+    assert!(task.cancellation().is_cancelled(), "the run goes on");
+    task.ask("approval-1", serde_json::json!({})).await.unwrap();
+    task.finish(
+        TaskEnd::Completed(JsonObject::new()),
+        vec!["POST x -> 201".into()],
+    )
+    .await;
+    let record = tasks.get(&id, &alice).await.unwrap();
+    assert_eq!(record.stage, Stage::Failed);
+    assert_eq!(record.message.as_deref(), Some("gone"));
+    assert!(record.inputs.is_empty());
+}
+
+#[tokio::test]
+async fn a_cancelled_task_names_the_writes_it_sent() {
+    let tasks = tasks(TaskSettings::default());
+    let alice = peer(1);
+    let task = Arc::new(tasks.open(&alice).await.unwrap());
+    let id = task.id().to_owned();
+    let run = task.clone();
+    tokio::spawn(async move {
+        run.cancellation().cancelled().await;
+        let sent = vec!["POST http://h/v1/notes -> 201".to_owned()];
+        run.finish(TaskEnd::Completed(JsonObject::new()), sent)
+            .await;
+    });
+    tasks.cancel(&id, &alice).await.unwrap();
+    let record = tasks.get(&id, &alice).await.unwrap();
+    assert_eq!(record.stage, Stage::Cancelled);
+    let message = record.message.unwrap();
+    assert!(
+        message.contains("POST http://h/v1/notes -> 201"),
         "{message}"
     );
 }

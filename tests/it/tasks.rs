@@ -125,12 +125,16 @@ async fn server(base: &url::Url, token: &str) -> (Listening, tempfile::TempDir) 
         .arg(&spec_path)
         .args(["--base-url", base.as_str(), "--writes", "approve"])
         .args(["--approval-timeout-s", "3", "--task-after-ms", "1000"])
+        .arg("--audit-log")
+        .arg(dir.path().join("audit.jsonl"))
         .args([
             "--token-env",
             "SDKBOX_TOKEN",
             "--trusted-proxy",
             "127.0.0.1/32",
         ])
+        .args(["--secret-env", "PAGES_SECRET"])
+        .env("PAGES_SECRET", "sk_pages_secret_value_123456")
         .env("SDKBOX_TOKEN", token);
     (listening(command).await, dir)
 }
@@ -140,7 +144,7 @@ async fn the_official_tasks_adapter_runs_cancels_and_approves_tasks() {
     let Some(dir) = node_client() else { return };
     let (base, seen) = provider().await;
     let token = format!("tasks-{}", std::process::id());
-    let (server, _spec) = server(&base, &token).await;
+    let (server, spec_dir) = server(&base, &token).await;
     let pages = std::env::var("SDKBOX_TASK_PAGES").unwrap_or_else(|_| "60".into());
     let output = tokio::process::Command::new("node")
         .arg("tasks.mjs")
@@ -160,11 +164,29 @@ async fn the_official_tasks_adapter_runs_cancels_and_approves_tasks() {
     eprintln!("{}", String::from_utf8_lossy(&output.stderr));
     assert_eq!(report["protocol"], "2026-07-28", "{report}");
     assert_checks_passed(&report, "the ext-tasks client");
-    assert_eq!(report["checks"].as_object().unwrap().len(), 5, "{report}");
+    assert_eq!(report["checks"].as_object().unwrap().len(), 6, "{report}");
     assert_eq!(
         seen.notes.load(Ordering::SeqCst),
         1,
         "one approved write, once"
+    );
+    // The audit names every write decided, the one cancelled while it waited included.
+    let audit = std::fs::read_to_string(spec_dir.path().join("audit.jsonl")).unwrap();
+    assert!(!audit.contains("withheld"), "{audit}");
+    let decided: Vec<String> = audit
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|line| {
+            line["url"]
+                .as_str()
+                .is_some_and(|u| u.ends_with("/v1/notes"))
+        })
+        .filter_map(|line| line["decision"].as_str().map(str::to_owned))
+        .collect();
+    let denied = decided.iter().filter(|d| *d == "denied").count();
+    assert!(
+        decided.contains(&"approved".to_owned()) && denied >= 2,
+        "{audit}"
     );
     drop(server.child);
     let log = server.log.await.unwrap_or_default();

@@ -79,10 +79,18 @@ async function rawDispatch(request, options = {}) {
 // The user's answers to approvals inside tasks: a write of "deny me" is declined; any other
 // is approved after 6 s, longer than the server's approval timeout for a plain call (3 s).
 const asked = [];
-async function onInputRequest(request) {
+async function onInputRequest(request, context) {
   assert(request.kind === "elicitation", `unexpected input request ${request.kind}`);
   asked.push(request.params.message);
   if (request.params.message.includes("deny me")) return { action: "decline" };
+  if (request.params.message.includes("cancel me")) {
+    // Never answered: the task is cancelled while it waits.
+    await new Promise((resolve) => {
+      if (context.signal.aborted) resolve();
+      context.signal.addEventListener("abort", resolve);
+    });
+    return { action: "cancel" };
+  }
   await sleep(6_000);
   return { action: "accept", content: { decision: "approve" } };
 }
@@ -119,8 +127,15 @@ await check("long_task_completes", async () => {
   const others = (async () => {
     const quick = await plain.callTool({ name: "execute", arguments: { code: "return 6 * 7" } });
     assert(quick.structuredContent?.result === 42, `the plain call: ${JSON.stringify(quick)}`);
+    assert((await seen()).pages - before < pages, "another caller was served only once the task had read every page");
     const hits = await plain.callTool({ name: "search_docs", arguments: { query: "list pages" } });
     assert(!hits.isError, "search_docs failed while a task ran");
+    // And the task's own caller: its quick call runs beside its task.
+    await sleep(1_500);
+    const mine = await session.callTool("execute", { code: "return 'mine'" });
+    const { outcome } = await mine.settle();
+    assert(structured(outcome).result === "mine", "the task's caller was not served");
+    assert((await seen()).pages - before < pages, "the task's caller was served only once the task had read every page");
     return Date.now();
   })();
   const { outcome } = await execution.settle({
@@ -180,6 +195,21 @@ await check("denied_write_is_not_sent", async () => {
   const content = structured(outcome);
   assert(String(content.result).startsWith("refused"), `result: ${JSON.stringify(content).slice(0, 600)}`);
   assert((await seen()).notes === before, "a denied write was sent");
+});
+
+await check("cancel_while_a_write_waits", async () => {
+  const before = (await seen()).notes;
+  const execution = await session.callTool("execute", {
+    code: `await api.notes.create({ text: "cancel me" }); return "sent";`,
+  });
+  assert(execution.kind === "task", `the call was not made a task: ${execution.kind}`);
+  for (let i = 0; i < 100 && !asked.some((m) => m.includes("cancel me")); i++) await sleep(100);
+  assert(asked.some((m) => m.includes("cancel me")), "the write's approval was never asked");
+  await execution.cancel();
+  const { outcome } = await execution.settle();
+  assert(outcome.status === "cancelled", `the task ended ${outcome.status}`);
+  await sleep(1_000);
+  assert((await seen()).notes === before, "a write cancelled while it waited was sent");
 });
 
 console.log(JSON.stringify({ client: "typescript-ext-tasks", protocol: client.getNegotiatedProtocolVersion(), checks }));
