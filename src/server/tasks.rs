@@ -74,15 +74,16 @@ impl SdkboxServer {
             approvals,
             detached,
         };
-        let mut detached = context.clone();
-        detached.ct = handle.cancellation().clone();
+        // The run's own context: cancelled by the task, not by the call that starts it.
+        let mut own = context.clone();
+        own.ct = handle.cancellation().clone();
         let (sender, mut answer) = oneshot::channel();
         let server = self.clone();
         let in_flight = self.lifecycle.as_ref().map(super::Lifecycle::call);
         tokio::spawn(async move {
             let _in_flight = in_flight;
             let reporting = tokio::spawn(report(run.handle.clone(), run.watch.clone()));
-            let response = server.execute_now(input, detached, Some(&run)).await;
+            let response = server.execute_now(input, own, Some(&run)).await;
             reporting.abort();
             // The call that waits takes a quick result itself; else the task records it.
             if let Err(response) = sender.send(response) {
