@@ -70,7 +70,6 @@ fn target(base: &Url) -> Target {
         principal: sdkbox::fair::Principal::stdio(),
         hold: None,
         watch: None,
-        detached: None,
         egress,
         sdk: None,
     }

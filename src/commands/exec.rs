@@ -81,7 +81,6 @@ pub async fn exec(args: ExecArgs) -> Result<ExitCode> {
             principal: sdkbox::fair::Principal::stdio(),
             hold: None,
             watch: None,
-            detached: None,
         };
         pool.execute(&target, &code, &limits, CancellationToken::new())
             .await

@@ -154,7 +154,8 @@ impl Lifecycle {
 
 /// Refuses new work once the server refuses it (503 with `Retry-After`: another replica
 /// takes it): a JSON-RPC request, a new event stream. Answers to the server's own questions
-/// and notifications still go through: calls in flight wait for them.
+/// and notifications still go through: calls in flight wait for them; so do `tasks/get`,
+/// `tasks/update` and `tasks/cancel`.
 pub async fn refuse_new_calls(
     axum::extract::State(lifecycle): axum::extract::State<Lifecycle>,
     request: axum::extract::Request,
@@ -168,10 +169,20 @@ pub async fn refuse_new_calls(
     let bytes = axum::body::to_bytes(body, usize::MAX)
         .await
         .unwrap_or_default();
+    // Tasks' own methods still go through: the drain waits for the tasks running here, and
+    // with the memory store only this process can say how they ended.
+    let task_method = |method: Option<&serde_json::Value>| {
+        method
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|m| matches!(m, "tasks/get" | "tasks/update" | "tasks/cancel"))
+    };
     let new_work = match parts.method {
         Method::GET => true,
-        Method::POST => serde_json::from_slice::<serde_json::Value>(&bytes)
-            .is_ok_and(|message| message.get("method").is_some() && message.get("id").is_some()),
+        Method::POST => serde_json::from_slice::<serde_json::Value>(&bytes).is_ok_and(|message| {
+            message.get("method").is_some()
+                && message.get("id").is_some()
+                && !task_method(message.get("method"))
+        }),
         _ => false,
     };
     if !new_work {

@@ -343,7 +343,6 @@ impl SdkboxServer {
             principal: who.clone(),
             hold: checking.as_ref().and_then(|checking| checking.hold()),
             watch: task.map(|task| task.watch.clone()),
-            detached: task.map(|task| task.detached.clone()),
         };
         // A task's call has answered: its progress is the task's.
         let heartbeat = match task {

@@ -29,8 +29,6 @@ pub(super) struct TaskRun {
     pub watch: Arc<Watch>,
     /// The approvals with the task's limit as their timeout and longest run.
     pub approvals: Approvals,
-    /// True once the call has answered with the task (see `Target::detached`).
-    pub detached: tokio::sync::watch::Receiver<bool>,
 }
 
 impl SdkboxServer {
@@ -67,12 +65,10 @@ impl SdkboxServer {
         let handle = Arc::new(handle);
         let settings = *handle.settings();
         let approvals = self.provider.approvals.for_longer_runs(settings.limit);
-        let (detach, detached) = tokio::sync::watch::channel(false);
         let run = TaskRun {
             handle: handle.clone(),
             watch: Watch::new(),
             approvals,
-            detached,
         };
         // The run's own context: cancelled by the task, not by the call that starts it.
         let mut own = context.clone();
@@ -115,7 +111,6 @@ impl SdkboxServer {
             return response;
         }
         tracing::info!(task = %handle.id(), "an execution continues as a task");
-        let _ = detach.send(true);
         Ok(CallToolResponse::Task(CreateTaskResult::new(
             handle.seed().await,
         )))

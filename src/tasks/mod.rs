@@ -84,10 +84,9 @@ pub enum TaskEnd {
 
 impl Tasks {
     /// Tasks under `settings`, kept in `state`, at most `room` running in this process at
-    /// once (its workers but one); listens for cancels sent from other replicas (on the
+    /// once (its workers but one: none with one worker); listens for cancels sent from other replicas (on the
     /// tokio runtime it is called on, while the tasks live).
     pub fn new(settings: TaskSettings, state: StateStore, room: usize) -> Arc<Self> {
-        let room = room.max(1);
         let tasks = Arc::new(Self {
             settings,
             state,
@@ -123,7 +122,8 @@ impl Tasks {
     pub async fn open(self: &Arc<Self>, owner: &Principal) -> Result<TaskHandle, TaskError> {
         let permit = self.here.clone().try_acquire_owned().map_err(|_| {
             TaskError::Full(format!(
-                "this server runs {} tasks at once, all its workers but one",
+                "this server runs at most {} tasks at once: all its workers but one, which \
+                 stays for plain calls (more --workers make room)",
                 self.room
             ))
         })?;
@@ -219,7 +219,13 @@ impl Tasks {
         responses: InputResponses,
     ) -> Result<(), TaskError> {
         let record = self.owned(id, owner.as_str()).await?;
+        if record.stage.ended() {
+            return Ok(());
+        }
         self.change(&record, |task| {
+            if task.stage.ended() {
+                return;
+            }
             for (key, answer) in &responses {
                 if task.inputs.contains_key(key) && !task.answers.contains_key(key) {
                     task.answers.insert(key.clone(), answer.clone());
@@ -407,10 +413,16 @@ impl TaskHandle {
         let _ = self
             .tasks
             .change(&record, |task| {
-                if !task.stage.ended() {
-                    task.message = Some(message.clone());
-                    task.sent = sent.clone();
+                if task.stage.ended() {
+                    return;
                 }
+                task.message = Some(match task.stage {
+                    Stage::InputRequired => {
+                        format!("waiting for the user's decision about a write; {message}")
+                    }
+                    _ => message.clone(),
+                });
+                task.sent = sent.clone();
             })
             .await;
     }
@@ -434,8 +446,9 @@ impl TaskHandle {
     /// The client's answer to input request `key`, taken (with the request) once given.
     pub async fn answer(&self, key: &str) -> Option<serde_json::Value> {
         let record = self.record().await.ok()?;
-        if record.cancel {
+        if record.cancel || record.stage.ended() {
             self.cancel.cancel();
+            return None;
         }
         let answer = record.answers.get(key)?.clone();
         self.withdraw(key).await;
@@ -451,6 +464,9 @@ impl TaskHandle {
         let _ = self
             .tasks
             .change(&record, |task| {
+                if task.stage.ended() {
+                    return;
+                }
                 task.inputs.remove(key);
                 task.answers.remove(key);
                 if task.stage == Stage::InputRequired && task.inputs.is_empty() {
@@ -495,6 +511,10 @@ impl TaskHandle {
                         }
                         (TaskEnd::Failed(error), false) => {
                             task.stage = Stage::Failed;
+                            task.message = error
+                                .get("message")
+                                .and_then(serde_json::Value::as_str)
+                                .map(str::to_owned);
                             task.error = Some(error.clone());
                         }
                     }

@@ -176,7 +176,7 @@ async fn a_process_runs_tasks_on_all_its_workers_but_one() {
     let first = tasks.open(&peer(1)).await.unwrap();
     let _second = tasks.open(&peer(2)).await.unwrap();
     let refused = tasks.open(&peer(3)).await.err().unwrap().to_string();
-    assert!(refused.contains("2 tasks at once"), "{refused}");
+    assert!(refused.contains("at most 2 tasks at once"), "{refused}");
     first
         .finish(TaskEnd::Completed(JsonObject::new()), Vec::new())
         .await;
@@ -236,4 +236,45 @@ async fn a_cancelled_task_names_the_writes_it_sent() {
         message.contains("POST http://h/v1/notes -> 201"),
         "{message}"
     );
+}
+
+#[tokio::test]
+async fn an_ended_task_takes_no_answer_and_its_run_gets_none() {
+    let tasks = tasks(TaskSettings::default());
+    let alice = peer(1);
+    let task = tasks.open(&alice).await.unwrap();
+    let id = task.id().to_owned();
+    task.ask(
+        "approval-1",
+        serde_json::json!({"method": "elicitation/create"}),
+    )
+    .await
+    .unwrap();
+    let record = tasks.get(&id, &alice).await.unwrap();
+    tasks
+        .change(&record, |task| task.stage = Stage::Failed)
+        .await
+        .unwrap();
+    let answers = [(
+        "approval-1".to_owned(),
+        serde_json::json!({"action": "accept"}),
+    )];
+    tasks
+        .update(&id, &alice, answers.into_iter().collect())
+        .await
+        .unwrap();
+    assert_eq!(task.answer("approval-1").await, None);
+    assert!(
+        task.cancellation().is_cancelled(),
+        "the run of an ended task goes on"
+    );
+    let after = tasks.get(&id, &alice).await.unwrap();
+    assert!(after.answers.is_empty(), "an ended task took an answer");
+}
+
+#[tokio::test]
+async fn a_process_with_one_worker_runs_no_task() {
+    let tasks = Tasks::new(TaskSettings::default(), StateStore::memory("tests"), 0);
+    let refused = tasks.open(&peer(1)).await.err().unwrap().to_string();
+    assert!(refused.contains("at most 0 tasks at once"), "{refused}");
 }

@@ -110,10 +110,6 @@ pub struct Target {
     pub hold: Option<crate::sandbox::Hold>,
     /// Where a task reads the execution's progress while it runs.
     pub watch: Option<Arc<crate::sandbox::Watch>>,
-    /// For a task's execution: true once its call has answered with the task. From then on
-    /// the run keeps its worker but not its principal's count, as while a human decides: the
-    /// principal's next calls run beside it.
-    pub detached: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 /// Runs executions in worker processes. Cheap to clone.
@@ -308,28 +304,13 @@ impl Inner {
                     }
                 },
             };
-            // While a human decides about one of its requests (the deadline is held), or once
-            // it goes on as a task its call no longer waits for, the run keeps its worker but
-            // not its caller's count: the caller's next call may run.
-            let mut detached = target.detached.clone();
+            // While a human decides about one of its requests (the deadline is held), the run
+            // keeps its worker but not its caller's count: the caller's next call may run.
             let watch_holds = async {
                 let mut held = false;
-                let mut away = detached.as_ref().is_some_and(|d| *d.borrow());
                 loop {
-                    slot.lend(held || away);
-                    match detached.as_mut() {
-                        Some(watch) => tokio::select! {
-                            _ = deadline.changed(&mut held) => {}
-                            changed = watch.changed() => match changed {
-                                Ok(()) => away = *watch.borrow(),
-                                // Its sender is gone: the last word stands.
-                                Err(_) => detached = None,
-                            },
-                        },
-                        None => {
-                            deadline.changed(&mut held).await;
-                        }
-                    }
+                    deadline.changed(&mut held).await;
+                    slot.lend(held);
                 }
             };
             let ran = tokio::select! {

@@ -511,7 +511,6 @@ async fn a_worker_waits_for_the_human_without_running_out_of_time() {
         principal: sdkbox::fair::Principal::stdio(),
         hold: None,
         watch: None,
-        detached: None,
     };
     let outcome = pool
         .execute(&target, &code, &quick(1_000), CancellationToken::new())

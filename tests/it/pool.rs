@@ -56,7 +56,6 @@ async fn pool_with(config: PoolConfig, base: &Url) -> Fixture {
             principal: sdkbox::fair::Principal::stdio(),
             hold: None,
             watch: None,
-            detached: None,
             egress,
             sdk: None,
         },
@@ -445,7 +444,6 @@ async fn a_worker_serves_one_caller_only() {
         principal: sdkbox::fair::Principal::stdio(),
         hold: None,
         watch: None,
-        detached: None,
         egress: other_egress,
         sdk: None,
     };

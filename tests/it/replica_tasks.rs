@@ -133,3 +133,41 @@ async fn a_task_is_read_and_cancelled_on_another_replica_and_failed_when_its_own
     let unknown = get(&b, &"f".repeat(32)).await;
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_server_still_answers_for_its_tasks() {
+    let mut command = crate::support::sdkbox_async();
+    command
+        .args(["serve", "--demo", "--no-model", "--http", "127.0.0.1:0"])
+        .args(["--token-env", "SDKBOX_TOKEN", "--task-after-ms", "300"])
+        .args(["--shutdown-grace-s", "20", "--drain-delay-ms", "0"])
+        .env("SDKBOX_TOKEN", TOKEN);
+    let server = crate::support::listening(command).await;
+    let id = start_task(
+        &server.url,
+        "await new Promise((r) => setTimeout(r, 3000)); return 'done';",
+    )
+    .await;
+    let pid = server.child.id().unwrap().to_string();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // New calls are refused now; the task's own methods are not (the memory store's task is
+    // this process's alone).
+    let mut last = Value::Null;
+    for _ in 0..40 {
+        last = get(&server.url, &id).await;
+        if last["result"]["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(last["result"]["status"], "completed", "{last}");
+    assert_eq!(
+        last["result"]["result"]["structuredContent"]["result"],
+        "done"
+    );
+}

@@ -112,8 +112,9 @@ fn spec(base: &url::Url) -> String {
 }
 
 /// `sdkbox serve --http` on the provider: writes need approval, a plain call's approvals
-/// time out after 3 s, a call becomes a task after 1 s; the test's clients are two callers
-/// behind an ingress on loopback, which names them.
+/// time out after 3 s, a call becomes a task after 1 s; three workers (a caller's share is
+/// two: its task and one more call); the test's clients are two callers behind an ingress
+/// on loopback, which names them.
 async fn server(base: &url::Url, token: &str) -> (Listening, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let spec_path = dir.path().join("spec.json");
@@ -125,6 +126,7 @@ async fn server(base: &url::Url, token: &str) -> (Listening, tempfile::TempDir) 
         .arg(&spec_path)
         .args(["--base-url", base.as_str(), "--writes", "approve"])
         .args(["--approval-timeout-s", "3", "--task-after-ms", "1000"])
+        .args(["--workers", "3"])
         .arg("--audit-log")
         .arg(dir.path().join("audit.jsonl"))
         .args([
