@@ -6,6 +6,19 @@ fn tasks(settings: TaskSettings) -> Arc<Tasks> {
     Tasks::new(settings, StateStore::memory("tests"), 64)
 }
 
+/// A task of `who`'s that asks its client one question, `approval-1`; and its id.
+async fn asking(tasks: &Arc<Tasks>, who: &Principal) -> (TaskHandle, String) {
+    let task = tasks.open(who).await.unwrap();
+    let id = task.id().to_owned();
+    task.ask(
+        "approval-1",
+        serde_json::json!({"method": "elicitation/create"}),
+    )
+    .await
+    .unwrap();
+    (task, id)
+}
+
 fn peer(n: u8) -> Principal {
     Principal::peer(std::net::IpAddr::from([10, 0, 0, n]))
 }
@@ -85,14 +98,7 @@ async fn tasks_are_bounded_per_caller_and_a_finished_one_frees_its_place() {
 async fn only_open_questions_are_answered_and_the_answer_is_taken_once() {
     let tasks = tasks(TaskSettings::default());
     let alice = peer(1);
-    let task = tasks.open(&alice).await.unwrap();
-    let id = task.id().to_owned();
-    task.ask(
-        "approval-1",
-        serde_json::json!({"method": "elicitation/create"}),
-    )
-    .await
-    .unwrap();
+    let (task, id) = asking(&tasks, &alice).await;
     assert_eq!(
         tasks.get(&id, &alice).await.unwrap().stage,
         Stage::InputRequired
@@ -242,14 +248,7 @@ async fn a_cancelled_task_names_the_writes_it_sent() {
 async fn an_ended_task_takes_no_answer_and_its_run_gets_none() {
     let tasks = tasks(TaskSettings::default());
     let alice = peer(1);
-    let task = tasks.open(&alice).await.unwrap();
-    let id = task.id().to_owned();
-    task.ask(
-        "approval-1",
-        serde_json::json!({"method": "elicitation/create"}),
-    )
-    .await
-    .unwrap();
+    let (task, id) = asking(&tasks, &alice).await;
     let record = tasks.get(&id, &alice).await.unwrap();
     tasks
         .change(&record, |task| task.stage = Stage::Failed)
