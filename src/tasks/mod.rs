@@ -129,34 +129,10 @@ impl Tasks {
         })?;
         let id = crate::approval::random_hex(16)
             .ok_or_else(|| TaskError::Full("no randomness for a task id".into()))?;
-        let settings = &self.settings;
-        let ttl = settings.ttl();
+        let ttl = self.settings.ttl();
         let owner = owner.as_str().to_owned();
-        let (running, kept) = (running_set(&owner), kept_set(&owner));
-        let admitted = [
-            (
-                running.as_str(),
-                settings.limit.saturating_mul(2),
-                settings.running_per_principal,
-            ),
-            (kept.as_str(), ttl, settings.kept_per_principal),
-            (KEPT_IN_ALL, ttl, settings.kept_in_all),
-        ];
-        for (at, (set, ttl, max)) in admitted.iter().enumerate() {
-            if !self.state.admit(set, &id, *ttl, *max).await? {
-                for (set, _, _) in &admitted[..at] {
-                    let _ = self.state.dismiss(set, &id).await;
-                }
-                return Err(TaskError::Full(format!(
-                    "the bound of {max} on {} is reached",
-                    match at {
-                        0 => "tasks one caller runs at once",
-                        1 => "task records one caller holds",
-                        _ => "task records in all",
-                    }
-                )));
-            }
-        }
+        let places = self.places(&owner);
+        self.take_places(&places, &id).await?;
         let now = self.state.now_ms();
         let record = TaskRecord {
             id: id.clone(),
@@ -176,7 +152,10 @@ impl Tasks {
         };
         let text =
             serde_json::to_string(&record).map_err(|e| StateError::Unreadable(e.to_string()))?;
-        self.state.put(&record_key(&id), &text, ttl).await?;
+        if let Err(error) = self.state.put(&record_key(&id), &text, ttl).await {
+            self.give_back(&places, &id).await;
+            return Err(error.into());
+        }
         let cancel = CancellationToken::new();
         let (ended, ended_rx) = watch::channel(false);
         lock(&self.local).insert(id.clone(), (cancel.clone(), ended_rx));
@@ -190,6 +169,55 @@ impl Tasks {
             asked: tokio::sync::Notify::new(),
             permit: Mutex::new(Some(permit)),
         })
+    }
+
+    /// The bounded sets a task of `owner` takes a place in: its running tasks, its kept
+    /// records, all kept records; each with how long a place lasts, its bound and its name.
+    fn places(&self, owner: &str) -> [Place; 3] {
+        let settings = &self.settings;
+        [
+            Place {
+                set: running_set(owner),
+                ttl: settings.limit.saturating_mul(2),
+                max: settings.running_per_principal,
+                what: "tasks one caller runs at once",
+            },
+            Place {
+                set: kept_set(owner),
+                ttl: settings.ttl(),
+                max: settings.kept_per_principal,
+                what: "task records one caller holds",
+            },
+            Place {
+                set: KEPT_IN_ALL.to_owned(),
+                ttl: settings.ttl(),
+                max: settings.kept_in_all,
+                what: "task records in all",
+            },
+        ]
+    }
+
+    /// Takes task `id`'s place in each of `places`, or in none of them.
+    async fn take_places(&self, places: &[Place], id: &str) -> Result<(), TaskError> {
+        for (at, place) in places.iter().enumerate() {
+            let admitted = self.state.admit(&place.set, id, place.ttl, place.max).await;
+            if !matches!(admitted, Ok(true)) {
+                self.give_back(&places[..at], id).await;
+                admitted?;
+                return Err(TaskError::Full(format!(
+                    "the bound of {} on {} is reached",
+                    place.max, place.what
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives task `id`'s places in `places` back.
+    async fn give_back(&self, places: &[Place], id: &str) {
+        for place in places {
+            let _ = self.state.dismiss(&place.set, id).await;
+        }
     }
 
     /// The task `id`, if `owner` made it. A task whose replica stopped before it ended is
@@ -309,6 +337,18 @@ impl Tasks {
             )
             .await?
     }
+}
+
+/// A bounded set of the state store that a task takes a place in.
+struct Place {
+    /// The set.
+    set: String,
+    /// How long a place lasts.
+    ttl: Duration,
+    /// The set's bound.
+    max: usize,
+    /// What the set counts, for the refusal.
+    what: &'static str,
 }
 
 /// The record's key in the state store.

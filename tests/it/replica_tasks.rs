@@ -15,7 +15,14 @@ const TOKEN: &str = "replicas-token";
 
 /// Sends `method` with `params` to the MCP endpoint `url` as a 2026-07-28 client that offers
 /// the tasks extension; the JSON-RPC answer (result or error).
-async fn rpc(url: &str, method: &str, name: &str, mut params: Value) -> Value {
+async fn rpc(url: &str, method: &str, name: &str, params: Value) -> Value {
+    try_rpc(url, method, name, params)
+        .await
+        .unwrap_or_else(|error| panic!("{method}: {error}"))
+}
+
+/// [`rpc`], or why nothing answered (no connection, or no JSON-RPC answer).
+async fn try_rpc(url: &str, method: &str, name: &str, mut params: Value) -> Result<Value, String> {
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "replica-tasks", "version": "1"},
@@ -32,12 +39,12 @@ async fn rpc(url: &str, method: &str, name: &str, mut params: Value) -> Value {
         .json(&body)
         .send()
         .await
-        .unwrap();
-    let text = response.text().await.unwrap();
+        .map_err(|e| format!("no connection: {e}"))?;
+    let text = response.text().await.map_err(|e| e.to_string())?;
     text.lines()
         .filter_map(|line| line.strip_prefix("data:").or(Some(line)))
         .find_map(|line| serde_json::from_str::<Value>(line.trim()).ok())
-        .unwrap_or_else(|| panic!("no answer: {text}"))
+        .ok_or_else(|| format!("no answer: {text}"))
 }
 
 /// Starts `code` as a task on the replica at `url`; its id.
@@ -145,7 +152,7 @@ async fn a_draining_server_still_answers_for_its_tasks() {
     let server = crate::support::listening(command).await;
     let id = start_task(
         &server.url,
-        "await new Promise((r) => setTimeout(r, 3000)); return 'done';",
+        "await new Promise((r) => setTimeout(r, 4000)); return 'done';",
     )
     .await;
     let pid = server.child.id().unwrap().to_string();
@@ -156,18 +163,24 @@ async fn a_draining_server_still_answers_for_its_tasks() {
     assert!(status.success());
     tokio::time::sleep(Duration::from_millis(300)).await;
     // New calls are refused now; the task's own methods are not (the memory store's task is
-    // this process's alone).
-    let mut last = Value::Null;
-    for _ in 0..40 {
-        last = get(&server.url, &id).await;
-        if last["result"]["status"] == "completed" {
-            break;
+    // this process's alone), until the process, its task ended, exits.
+    let refused = try_rpc(&server.url, "tools/list", "tools/list", json!({})).await;
+    assert!(refused.is_err_and(|e| e.contains("shutting down")));
+    let mut answered = Vec::new();
+    for _ in 0..80 {
+        let params = json!({"taskId": id});
+        match try_rpc(&server.url, "tasks/get", &id, params).await {
+            Ok(task) => answered.push(task["result"]["status"].as_str().unwrap().to_owned()),
+            Err(error) if error.contains("shutting down") => {
+                panic!("a task's method was refused while the server drained: {error}")
+            }
+            // The process ends (its task ended): its connections close.
+            Err(_) => break,
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(last["result"]["status"], "completed", "{last}");
-    assert_eq!(
-        last["result"]["result"]["structuredContent"]["result"],
-        "done"
+    assert!(
+        answered.first().is_some_and(|s| s == "working"),
+        "{answered:?}"
     );
 }
