@@ -33,8 +33,8 @@ pub use error::EgressError;
 pub use policy::OriginPolicy;
 pub use scrub::{REDACTED, Scrubber, UNCHECKED, WITHHELD, WORK_PER_RECEIVED_BYTE};
 pub use session::{
-    CallRecord, EgressSession, MAX_LOGGED_CALLS, MAX_LOGGED_URL, ScriptRequest, ScriptResponse,
-    UNFINISHED, Unencoded, UrlKind, cut, is_write,
+    CONSOLE_CHARS, CallRecord, EgressSession, MAX_LOGGED_CALLS, MAX_LOGGED_URL, ScriptRequest,
+    ScriptResponse, UNFINISHED, Unencoded, UrlKind, cut, is_write,
 };
 
 use std::sync::Arc;

@@ -300,6 +300,9 @@ struct CallLog {
     dropped: usize,
 }
 
+/// Characters of a script's latest console line kept for progress.
+pub const CONSOLE_CHARS: usize = 200;
+
 /// The network budget and log of one execution. Cheap to clone; clones share the budget.
 #[derive(Clone)]
 pub struct EgressSession {
@@ -585,8 +588,13 @@ impl EgressSession {
         (records, log.dropped)
     }
 
-    /// Keeps `line` as the script's latest console line, for progress.
+    /// Keeps `line` as the script's latest console line, for progress: its first
+    /// [`CONSOLE_CHARS`] characters (a worker cuts it so; this side does not rely on it).
     pub fn note_console(&self, line: String) {
+        let line = match line.char_indices().nth(CONSOLE_CHARS) {
+            Some((end, _)) => line[..end].to_owned(),
+            None => line,
+        };
         *lock(&self.state.console) = Some(line);
     }
 

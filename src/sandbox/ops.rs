@@ -64,9 +64,6 @@ pub struct Console {
 /// How often a console line is handed over as progress, at most.
 const NOTE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Characters of a console line handed over as progress, at most.
-const NOTE_CHARS: usize = 200;
-
 impl Console {
     /// A console that keeps up to `limit` bytes of text.
     pub fn new(limit: usize) -> Self {
@@ -135,7 +132,7 @@ pub struct ResultSlot(pub Option<String>, pub Vec<FilePart>, pub Vec<String>);
 fn op_sdkbox_log(state: &mut OpState, #[string] level: &str, #[string] text: String) {
     let due = state.try_borrow_mut::<Console>().is_some_and(Console::due);
     if due && let Some(network) = state.try_borrow::<Arc<dyn Network>>() {
-        network.note(text.chars().take(NOTE_CHARS).collect());
+        network.note(text.chars().take(crate::egress::CONSOLE_CHARS).collect());
     }
     if let Some(console) = state.try_borrow_mut::<Console>() {
         console.push(level, text);

@@ -709,13 +709,11 @@ impl ServerHandler for SdkboxServer {
     ) -> Result<(), ErrorData> {
         let tasks = self.provider.tasks.as_ref().ok_or_else(no_tasks)?;
         let who = principal(&context);
-        match tasks
-            .update(&request.task_id, &who, request.input_responses)
-            .await
-        {
-            Ok(()) | Err(crate::tasks::TaskError::Unknown(_)) => Ok(()),
-            Err(error) => Err(tasks::task_error(error)),
-        }
+        tasks::acknowledged(
+            tasks
+                .update(&request.task_id, &who, request.input_responses)
+                .await,
+        )
     }
 
     /// `tasks/cancel`: stops the caller's task (see `Tasks::cancel`). Acknowledged even for a
@@ -726,10 +724,7 @@ impl ServerHandler for SdkboxServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let tasks = self.provider.tasks.as_ref().ok_or_else(no_tasks)?;
-        match tasks.cancel(&request.task_id, &principal(&context)).await {
-            Ok(()) | Err(crate::tasks::TaskError::Unknown(_)) => Ok(()),
-            Err(error) => Err(tasks::task_error(error)),
-        }
+        tasks::acknowledged(tasks.cancel(&request.task_id, &principal(&context)).await)
     }
 
     /// Routes a call to its tool; an unknown name is an error that names it and the two tools

@@ -125,11 +125,7 @@ impl SdkboxServer {
             .is_some_and(|lifecycle| lifecycle.stopping().is_cancelled());
         match response {
             Ok(CallToolResponse::Complete(_)) if stopping => {
-                let writes = run.watch.progress().writes;
-                let sent = match writes.is_empty() {
-                    true => "it had sent no write".to_owned(),
-                    false => format!("the writes it had sent: {}", writes.join("; ")),
-                };
+                let sent = crate::tasks::sent_words(&run.watch.progress().writes);
                 TaskEnd::Failed(error_object(
                     -32603,
                     &format!(
@@ -173,6 +169,15 @@ async fn report(handle: Arc<TaskHandle>, watch: Arc<Watch>) {
             message.push_str(&line);
         }
         handle.report(message, progress.writes).await;
+    }
+}
+
+/// `tasks/update` and `tasks/cancel` as the extension wants them: acknowledged even for a
+/// task the caller does not hold (nothing tells it whether another caller's exists).
+pub(super) fn acknowledged(result: Result<(), TaskError>) -> Result<(), ErrorData> {
+    match result {
+        Ok(()) | Err(TaskError::Unknown(_)) => Ok(()),
+        Err(error) => Err(task_error(error)),
     }
 }
 

@@ -31,7 +31,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use approver::TaskApprover;
-pub use record::{MAX_SENT_LISTED, Stage, TaskRecord, error_object};
+pub use record::{Stage, TaskRecord, error_object};
 pub use settings::{TaskSettings, TasksFile};
 
 use crate::fair::Principal;
@@ -229,11 +229,9 @@ impl Tasks {
         }
         let message = orphaned(&record);
         self.change(&record, |task| {
-            if !task.stage.ended() {
-                task.stage = Stage::Failed;
-                task.error = Some(error_object(-32603, &message));
-                task.message = Some(message.clone());
-            }
+            task.stage = Stage::Failed;
+            task.error = Some(error_object(-32603, &message));
+            task.message = Some(message.clone());
         })
         .await
     }
@@ -251,9 +249,6 @@ impl Tasks {
             return Ok(());
         }
         self.change(&record, |task| {
-            if task.stage.ended() {
-                return;
-            }
             for (key, answer) in &responses {
                 if task.inputs.contains_key(key) && !task.answers.contains_key(key) {
                     task.answers.insert(key.clone(), answer.clone());
@@ -310,29 +305,40 @@ impl Tasks {
         Ok(record)
     }
 
-    /// Changes the record of `record.id` with `change` (as it is in the store then), within
-    /// its time to live; gives the record as written.
+    /// Changes `record`'s task with `change` (see [`Tasks::change_at`]).
     async fn change(
         &self,
         record: &TaskRecord,
         change: impl Fn(&mut TaskRecord),
     ) -> Result<TaskRecord, TaskError> {
+        let expires_ms = record.created_ms + record.ttl_ms;
+        self.change_at(&record.id, expires_ms, change).await
+    }
+
+    /// Changes the record of task `id` with `change` (as it is in the store then), kept
+    /// until `expires_ms`; gives the record as it stands after. An ended task is left as it
+    /// is, whatever the change: an end is final (another replica may have ended it, taking
+    /// the one that runs it for gone).
+    async fn change_at(
+        &self,
+        id: &str,
+        expires_ms: u64,
+        change: impl Fn(&mut TaskRecord),
+    ) -> Result<TaskRecord, TaskError> {
         let now = self.state.now_ms();
-        let left = (record.created_ms + record.ttl_ms)
-            .saturating_sub(now)
-            .max(1_000);
-        let id = record.id.clone();
+        let left = expires_ms.saturating_sub(now).max(1_000);
         self.state
             .update(
-                &record_key(&record.id),
+                &record_key(id),
                 Duration::from_millis(left),
                 |current: Option<TaskRecord>| match current {
+                    Some(task) if task.stage.ended() => Change::Keep(Ok(task)),
                     Some(mut task) => {
                         change(&mut task);
                         task.updated_ms = now;
                         Change::Write(task.clone(), Ok(task))
                     }
-                    None => Change::Keep(Err(TaskError::Unknown(id.clone()))),
+                    None => Change::Keep(Err(TaskError::Unknown(id.to_owned()))),
                 },
             )
             .await?
@@ -369,12 +375,17 @@ fn kept_set(owner: &str) -> String {
 /// The set of all kept records.
 const KEPT_IN_ALL: &str = "tasks-kept";
 
+/// The writes a task had sent, in words: what a task that ended without its result says.
+pub fn sent_words(sent: &[String]) -> String {
+    match sent.is_empty() {
+        true => "it had sent no write".to_owned(),
+        false => format!("the writes it had sent: {}", sent.join("; ")),
+    }
+}
+
 /// What a task whose replica stopped says.
 fn orphaned(record: &TaskRecord) -> String {
-    let sent = match record.sent.is_empty() {
-        true => "it had sent no write".to_owned(),
-        false => format!("the writes it had sent: {}", record.sent.join("; ")),
-    };
+    let sent = sent_words(&record.sent);
     format!(
         "the server running this task stopped before it ended; it is not run again ({sent}). \
          Check what it did before you run the code again"
@@ -438,24 +449,18 @@ impl TaskHandle {
         self.tasks.owned(&self.id, &self.owner).await
     }
 
+    /// Changes this task's record (see [`Tasks::change_at`]): one read and one write, no
+    /// read before.
+    async fn change(&self, change: impl Fn(&mut TaskRecord)) -> Result<TaskRecord, TaskError> {
+        let expires_ms = self.created_ms + self.tasks.settings.ttl().as_millis() as u64;
+        self.tasks.change_at(&self.id, expires_ms, change).await
+    }
+
     /// Writes the run's progress (`message`, the writes sent so far); cancels the run when
     /// the client asked to (on another replica).
     pub async fn report(&self, message: String, sent: Vec<String>) {
-        let Ok(record) = self.record().await else {
-            return;
-        };
-        // Cancelled by its client, or ended by another replica that took this one for gone
-        // (its heartbeat missed): the run stops, and what it sent stays as recorded.
-        if record.cancel || record.stage.ended() {
-            self.cancel.cancel();
-            return;
-        }
-        let _ = self
-            .tasks
-            .change(&record, |task| {
-                if task.stage.ended() {
-                    return;
-                }
+        let changed = self
+            .change(|task| {
                 task.message = Some(match task.stage {
                     Stage::InputRequired => {
                         format!("waiting for the user's decision about a write; {message}")
@@ -465,20 +470,23 @@ impl TaskHandle {
                 task.sent = sent.clone();
             })
             .await;
+        // Cancelled by its client, ended by another replica that took this one for gone (its
+        // heartbeat missed), or expired: the run stops, and what it sent stays as recorded.
+        match changed {
+            Ok(task) if !task.cancel && !task.stage.ended() => {}
+            Err(TaskError::Store(_)) => {}
+            _ => self.cancel.cancel(),
+        }
     }
 
     /// Puts an input request in the task, which waits for it (`input_required`).
     pub async fn ask(&self, key: &str, request: serde_json::Value) -> Result<(), TaskError> {
-        let record = self.record().await?;
-        self.tasks
-            .change(&record, |task| {
-                if !task.stage.ended() {
-                    task.inputs.insert(key.to_owned(), request.clone());
-                    task.stage = Stage::InputRequired;
-                    task.message = Some("waiting for the user's decision about a write".into());
-                }
-            })
-            .await?;
+        self.change(|task| {
+            task.inputs.insert(key.to_owned(), request.clone());
+            task.stage = Stage::InputRequired;
+            task.message = Some("waiting for the user's decision about a write".into());
+        })
+        .await?;
         self.asked.notify_one();
         Ok(())
     }
@@ -498,15 +506,8 @@ impl TaskHandle {
     /// Removes input request `key` (answered, or given up on); the task works again when
     /// none is left.
     pub async fn withdraw(&self, key: &str) {
-        let Ok(record) = self.record().await else {
-            return;
-        };
         let _ = self
-            .tasks
-            .change(&record, |task| {
-                if task.stage.ended() {
-                    return;
-                }
+            .change(|task| {
                 task.inputs.remove(key);
                 task.answers.remove(key);
                 if task.stage == Stage::InputRequired && task.inputs.is_empty() {
@@ -523,46 +524,35 @@ impl TaskHandle {
     /// is final.
     pub async fn finish(&self, end: TaskEnd, sent: Vec<String>) {
         let cancelled = self.cancel.is_cancelled();
-        if let Ok(record) = self.record().await {
-            let result = self
-                .tasks
-                .change(&record, |task| {
-                    if task.stage.ended() {
-                        return;
+        let result = self
+            .change(|task| {
+                task.inputs.clear();
+                task.answers.clear();
+                task.sent = sent.clone();
+                match (&end, task.cancel && cancelled) {
+                    (_, true) => {
+                        task.stage = Stage::Cancelled;
+                        task.message =
+                            Some(format!("cancelled by the client; {}", sent_words(&sent)));
                     }
-                    task.inputs.clear();
-                    task.answers.clear();
-                    task.sent = sent.clone();
-                    match (&end, task.cancel && cancelled) {
-                        (_, true) => {
-                            task.stage = Stage::Cancelled;
-                            task.message = Some(match sent.is_empty() {
-                                true => "cancelled by the client; it had sent no write".into(),
-                                false => format!(
-                                    "cancelled by the client; the writes it had sent: {}",
-                                    sent.join("; ")
-                                ),
-                            });
-                        }
-                        (TaskEnd::Completed(result), false) => {
-                            task.stage = Stage::Completed;
-                            task.result = Some(result.clone());
-                            task.message = Some("the execution ended".into());
-                        }
-                        (TaskEnd::Failed(error), false) => {
-                            task.stage = Stage::Failed;
-                            task.message = error
-                                .get("message")
-                                .and_then(serde_json::Value::as_str)
-                                .map(str::to_owned);
-                            task.error = Some(error.clone());
-                        }
+                    (TaskEnd::Completed(result), false) => {
+                        task.stage = Stage::Completed;
+                        task.result = Some(result.clone());
+                        task.message = Some("the execution ended".into());
                     }
-                })
-                .await;
-            if let Err(error) = result {
-                tracing::warn!(task = %self.id, "a task's end could not be recorded: {error}");
-            }
+                    (TaskEnd::Failed(error), false) => {
+                        task.stage = Stage::Failed;
+                        task.message = error
+                            .get("message")
+                            .and_then(serde_json::Value::as_str)
+                            .map(str::to_owned);
+                        task.error = Some(error.clone());
+                    }
+                }
+            })
+            .await;
+        if let Err(error) = result {
+            tracing::warn!(task = %self.id, "a task's end could not be recorded: {error}");
         }
         self.release().await;
     }

@@ -58,7 +58,7 @@ pub struct TaskRecord {
     #[serde(default)]
     pub answers: BTreeMap<String, Value>,
     /// The writes its execution sent so far (method and URL), for a task that ends without
-    /// its result: at most [`MAX_SENT_LISTED`].
+    /// its result: the last 50 (the bound of `sandbox::Watch`, which lists them).
     #[serde(default)]
     pub sent: Vec<String>,
     /// Whether the client asked to cancel it.
@@ -69,9 +69,6 @@ pub struct TaskRecord {
     /// The JSON-RPC error, once failed.
     pub error: Option<JsonObject>,
 }
-
-/// Writes a record lists, at most.
-pub const MAX_SENT_LISTED: usize = 50;
 
 impl TaskRecord {
     /// The task as the extension shows it.

@@ -106,7 +106,7 @@ pub enum FromWorker {
     },
     /// The script's latest console line, for a long run's progress (one a second at most).
     Console {
-        /// The line, cut to 200 characters.
+        /// The line, cut to `egress::CONSOLE_CHARS` characters (the supervisor cuts it again).
         line: String,
     },
     /// The execution ended.
