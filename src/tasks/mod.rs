@@ -26,12 +26,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::model::{InputResponses, JsonObject, Task};
+use rmcp::model::{InputResponses, JsonObject, Task, TaskStatus};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use approver::TaskApprover;
-pub use record::{Stage, TaskRecord, error_object};
+pub use record::{TaskRecord, error_object};
 pub use settings::{TaskSettings, TasksFile};
 
 use crate::fair::Principal;
@@ -138,7 +138,7 @@ impl Tasks {
             id: id.clone(),
             owner: owner.clone(),
             replica: self.state.replica().to_owned(),
-            stage: Stage::Working,
+            status: TaskStatus::Working,
             message: Some("the execution started".into()),
             created_ms: now,
             updated_ms: now,
@@ -224,12 +224,12 @@ impl Tasks {
     /// marked failed here, once, with the writes it had sent.
     pub async fn get(&self, id: &str, owner: &Principal) -> Result<TaskRecord, TaskError> {
         let record = self.owned(id, owner.as_str()).await?;
-        if record.stage.ended() || self.state.alive(&record.replica).await? {
+        if record.status.is_terminal() || self.state.alive(&record.replica).await? {
             return Ok(record);
         }
         let message = orphaned(&record);
         self.change(&record, |task| {
-            task.stage = Stage::Failed;
+            task.status = TaskStatus::Failed;
             task.error = Some(error_object(-32603, &message));
             task.message = Some(message.clone());
         })
@@ -245,7 +245,7 @@ impl Tasks {
         responses: InputResponses,
     ) -> Result<(), TaskError> {
         let record = self.owned(id, owner.as_str()).await?;
-        if record.stage.ended() {
+        if record.status.is_terminal() {
             return Ok(());
         }
         self.change(&record, |task| {
@@ -263,7 +263,7 @@ impl Tasks {
     /// is this one, which returns once the run has ended; else within a second).
     pub async fn cancel(&self, id: &str, owner: &Principal) -> Result<(), TaskError> {
         let record = self.owned(id, owner.as_str()).await?;
-        if record.stage.ended() {
+        if record.status.is_terminal() {
             return Ok(());
         }
         self.change(&record, |task| task.cancel = true).await?;
@@ -279,7 +279,7 @@ impl Tasks {
             .await?;
         let waited = tokio::time::Instant::now();
         while waited.elapsed() < CANCEL_WAIT {
-            let ended = self.owned(id, &record.owner).await?.stage.ended();
+            let ended = self.owned(id, &record.owner).await?.status.is_terminal();
             if ended || !self.state.alive(&record.replica).await? {
                 break;
             }
@@ -332,7 +332,7 @@ impl Tasks {
                 &record_key(id),
                 Duration::from_millis(left),
                 |current: Option<TaskRecord>| match current {
-                    Some(task) if task.stage.ended() => Change::Keep(Ok(task)),
+                    Some(task) if task.status.is_terminal() => Change::Keep(Ok(task)),
                     Some(mut task) => {
                         change(&mut task);
                         task.updated_ms = now;
@@ -433,14 +433,9 @@ impl TaskHandle {
             Ok(record) => record.detailed().task,
             Err(_) => {
                 let at = record::iso(self.created_ms);
-                Task::new(
-                    self.id.clone(),
-                    rmcp::model::TaskStatus::Working,
-                    at.clone(),
-                    at,
-                )
-                .with_ttl_ms(self.tasks.settings.ttl().as_millis() as u64)
-                .with_poll_interval_ms(record::POLL_INTERVAL_MS)
+                Task::new(self.id.clone(), TaskStatus::Working, at.clone(), at)
+                    .with_ttl_ms(self.tasks.settings.ttl().as_millis() as u64)
+                    .with_poll_interval_ms(record::POLL_INTERVAL_MS)
             }
         }
     }
@@ -461,8 +456,8 @@ impl TaskHandle {
     pub async fn report(&self, message: String, sent: Vec<String>) {
         let changed = self
             .change(|task| {
-                task.message = Some(match task.stage {
-                    Stage::InputRequired => {
+                task.message = Some(match task.status {
+                    TaskStatus::InputRequired => {
                         format!("waiting for the user's decision about a write; {message}")
                     }
                     _ => message.clone(),
@@ -473,7 +468,7 @@ impl TaskHandle {
         // Cancelled by its client, ended by another replica that took this one for gone (its
         // heartbeat missed), or expired: the run stops, and what it sent stays as recorded.
         match changed {
-            Ok(task) if !task.cancel && !task.stage.ended() => {}
+            Ok(task) if !task.cancel && !task.status.is_terminal() => {}
             Err(TaskError::Store(_)) => {}
             _ => self.cancel.cancel(),
         }
@@ -483,7 +478,7 @@ impl TaskHandle {
     pub async fn ask(&self, key: &str, request: serde_json::Value) -> Result<(), TaskError> {
         self.change(|task| {
             task.inputs.insert(key.to_owned(), request.clone());
-            task.stage = Stage::InputRequired;
+            task.status = TaskStatus::InputRequired;
             task.message = Some("waiting for the user's decision about a write".into());
         })
         .await?;
@@ -494,7 +489,7 @@ impl TaskHandle {
     /// The client's answer to input request `key`, taken (with the request) once given.
     pub async fn answer(&self, key: &str) -> Option<serde_json::Value> {
         let record = self.record().await.ok()?;
-        if record.cancel || record.stage.ended() {
+        if record.cancel || record.status.is_terminal() {
             self.cancel.cancel();
             return None;
         }
@@ -510,8 +505,8 @@ impl TaskHandle {
             .change(|task| {
                 task.inputs.remove(key);
                 task.answers.remove(key);
-                if task.stage == Stage::InputRequired && task.inputs.is_empty() {
-                    task.stage = Stage::Working;
+                if task.status == TaskStatus::InputRequired && task.inputs.is_empty() {
+                    task.status = TaskStatus::Working;
                     task.message = Some("the execution goes on".into());
                 }
             })
@@ -531,17 +526,17 @@ impl TaskHandle {
                 task.sent = sent.clone();
                 match (&end, task.cancel && cancelled) {
                     (_, true) => {
-                        task.stage = Stage::Cancelled;
+                        task.status = TaskStatus::Cancelled;
                         task.message =
                             Some(format!("cancelled by the client; {}", sent_words(&sent)));
                     }
                     (TaskEnd::Completed(result), false) => {
-                        task.stage = Stage::Completed;
+                        task.status = TaskStatus::Completed;
                         task.result = Some(result.clone());
                         task.message = Some("the execution ended".into());
                     }
                     (TaskEnd::Failed(error), false) => {
-                        task.stage = Stage::Failed;
+                        task.status = TaskStatus::Failed;
                         task.message = error
                             .get("message")
                             .and_then(serde_json::Value::as_str)

@@ -9,29 +9,6 @@ use serde_json::Value;
 /// Suggested interval between a client's `tasks/get`s.
 pub const POLL_INTERVAL_MS: u64 = 1_000;
 
-/// Where a task stands, as its record keeps it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Stage {
-    /// Its execution runs.
-    Working,
-    /// Its execution waits for the answers to its input requests.
-    InputRequired,
-    /// It ended with a tool result (an execution's error included).
-    Completed,
-    /// It ended without one (a protocol error, or its replica stopped).
-    Failed,
-    /// It was cancelled.
-    Cancelled,
-}
-
-impl Stage {
-    /// Whether the task has ended.
-    pub fn ended(self) -> bool {
-        matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
-    }
-}
-
 /// One task's record.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TaskRecord {
@@ -41,8 +18,8 @@ pub struct TaskRecord {
     pub owner: String,
     /// The replica whose process runs its execution.
     pub replica: String,
-    /// Where it stands.
-    pub stage: Stage,
+    /// Where it stands (the extension's own status: `is_terminal` once it ended).
+    pub status: TaskStatus,
     /// What it is doing or why it ended, for the client and the model.
     pub message: Option<String>,
     /// When it was made and last changed (Unix milliseconds).
@@ -73,37 +50,31 @@ pub struct TaskRecord {
 impl TaskRecord {
     /// The task as the extension shows it.
     pub fn detailed(&self) -> DetailedTask {
-        let status = match self.stage {
-            Stage::Working => TaskStatus::Working,
-            Stage::InputRequired => TaskStatus::InputRequired,
-            Stage::Completed => TaskStatus::Completed,
-            Stage::Failed => TaskStatus::Failed,
-            Stage::Cancelled => TaskStatus::Cancelled,
-        };
         let mut task = Task::new(
             self.id.clone(),
-            status,
+            self.status,
             iso(self.created_ms),
             iso(self.updated_ms),
         )
         .with_ttl_ms(self.ttl_ms)
         .with_poll_interval_ms(POLL_INTERVAL_MS);
         task.status_message = self.message.clone();
-        let payload = match self.stage {
-            Stage::Working => TaskPayload::Working,
-            Stage::InputRequired => match self.input_requests() {
+        let payload = match self.status {
+            TaskStatus::InputRequired => match self.input_requests() {
                 Some(input_requests) => TaskPayload::InputRequired { input_requests },
                 None => TaskPayload::Working,
             },
-            Stage::Completed => TaskPayload::Completed {
+            TaskStatus::Completed => TaskPayload::Completed {
                 result: self.result.clone().unwrap_or_default(),
             },
-            Stage::Failed => TaskPayload::Failed {
+            TaskStatus::Failed => TaskPayload::Failed {
                 error: self.error.clone().unwrap_or_else(|| {
                     error_object(-32603, self.message.as_deref().unwrap_or("the task failed"))
                 }),
             },
-            Stage::Cancelled => TaskPayload::Cancelled,
+            TaskStatus::Cancelled => TaskPayload::Cancelled,
+            // Working, and any status a later version of the extension adds.
+            _ => TaskPayload::Working,
         };
         DetailedTask::new(task, payload)
     }
@@ -142,12 +113,12 @@ pub fn iso(ms: u64) -> String {
 mod tests {
     use super::*;
 
-    fn record(stage: Stage) -> TaskRecord {
+    fn record(status: TaskStatus) -> TaskRecord {
         TaskRecord {
             id: "t1".into(),
             owner: "p".into(),
             replica: "r".into(),
-            stage,
+            status,
             message: Some("3 requests sent".into()),
             created_ms: 1_700_000_000_000,
             updated_ms: 1_700_000_001_500,
@@ -163,7 +134,7 @@ mod tests {
 
     #[test]
     fn a_record_reads_as_the_extension_shows_a_task() {
-        let shown = serde_json::to_value(record(Stage::Working).detailed()).unwrap();
+        let shown = serde_json::to_value(record(TaskStatus::Working).detailed()).unwrap();
         assert_eq!(shown["taskId"], "t1");
         assert_eq!(shown["status"], "working");
         assert_eq!(shown["createdAt"], "2023-11-14T22:13:20.000Z");
@@ -174,7 +145,7 @@ mod tests {
 
     #[test]
     fn only_unanswered_inputs_are_asked_and_an_ended_task_carries_its_outcome() {
-        let mut waiting = record(Stage::InputRequired);
+        let mut waiting = record(TaskStatus::InputRequired);
         let form = serde_json::json!({
             "method": "elicitation/create",
             "params": {"mode": "form", "message": "approve?", "requestedSchema": {"type": "object", "properties": {}}}
@@ -189,11 +160,11 @@ mod tests {
         let keys: Vec<&String> = shown["inputRequests"].as_object().unwrap().keys().collect();
         assert_eq!(keys, ["a2"]);
 
-        let mut failed = record(Stage::Failed);
+        let mut failed = record(TaskStatus::Failed);
         failed.message = Some("its replica stopped".into());
         let shown = serde_json::to_value(failed.detailed()).unwrap();
         assert_eq!(shown["error"]["message"], "its replica stopped");
-        let mut done = record(Stage::Completed);
+        let mut done = record(TaskStatus::Completed);
         done.result = Some(error_object(1, "x"));
         let shown = serde_json::to_value(done.detailed()).unwrap();
         assert_eq!(shown["result"]["message"], "x");

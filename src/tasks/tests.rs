@@ -49,7 +49,10 @@ async fn a_task_is_only_its_callers() {
         !task.cancellation().is_cancelled(),
         "another caller cancelled it"
     );
-    assert_eq!(tasks.get(&id, &alice).await.unwrap().stage, Stage::Working);
+    assert_eq!(
+        tasks.get(&id, &alice).await.unwrap().status,
+        TaskStatus::Working
+    );
     for id in ["", "zz", &"0".repeat(32), &format!("{id}x")] {
         assert!(
             matches!(tasks.get(id, &alice).await, Err(TaskError::Unknown(_))),
@@ -100,8 +103,8 @@ async fn only_open_questions_are_answered_and_the_answer_is_taken_once() {
     let alice = peer(1);
     let (task, id) = asking(&tasks, &alice).await;
     assert_eq!(
-        tasks.get(&id, &alice).await.unwrap().stage,
-        Stage::InputRequired
+        tasks.get(&id, &alice).await.unwrap().status,
+        TaskStatus::InputRequired
     );
     let answers = [
         (
@@ -121,7 +124,10 @@ async fn only_open_questions_are_answered_and_the_answer_is_taken_once() {
     assert_eq!(record.answers.keys().collect::<Vec<_>>(), ["approval-1"]);
     assert_eq!(task.answer("approval-1").await.unwrap()["action"], "accept");
     assert_eq!(task.answer("approval-1").await, None, "taken once");
-    assert_eq!(tasks.get(&id, &alice).await.unwrap().stage, Stage::Working);
+    assert_eq!(
+        tasks.get(&id, &alice).await.unwrap().status,
+        TaskStatus::Working
+    );
 }
 
 #[tokio::test]
@@ -143,8 +149,8 @@ async fn a_cancelled_task_ends_cancelled_and_a_cancel_waits_for_its_run() {
         "the cancel returned before the run ended"
     );
     assert_eq!(
-        tasks.get(&id, &alice).await.unwrap().stage,
-        Stage::Cancelled
+        tasks.get(&id, &alice).await.unwrap().status,
+        TaskStatus::Cancelled
     );
 }
 
@@ -168,7 +174,7 @@ async fn a_task_whose_replica_is_gone_fails_with_what_it_sent() {
     let text = serde_json::to_string(&orphan).unwrap();
     tasks.state.put(&record_key(&id), &text, ttl).await.unwrap();
     let record = tasks.get(&id, &alice).await.unwrap();
-    assert_eq!(record.stage, Stage::Failed);
+    assert_eq!(record.status, TaskStatus::Failed);
     let message = record.message.unwrap();
     assert!(
         message.contains("not run again") && message.contains("POST http://h/v1/notes"),
@@ -202,7 +208,7 @@ async fn an_end_is_final_and_a_run_taken_for_gone_is_stopped() {
     // Another replica took this one for gone and ended the task.
     tasks
         .change(&record, |task| {
-            task.stage = Stage::Failed;
+            task.status = TaskStatus::Failed;
             task.message = Some("gone".into());
         })
         .await
@@ -216,7 +222,7 @@ async fn an_end_is_final_and_a_run_taken_for_gone_is_stopped() {
     )
     .await;
     let record = tasks.get(&id, &alice).await.unwrap();
-    assert_eq!(record.stage, Stage::Failed);
+    assert_eq!(record.status, TaskStatus::Failed);
     assert_eq!(record.message.as_deref(), Some("gone"));
     assert!(record.inputs.is_empty());
 }
@@ -236,7 +242,7 @@ async fn a_cancelled_task_names_the_writes_it_sent() {
     });
     tasks.cancel(&id, &alice).await.unwrap();
     let record = tasks.get(&id, &alice).await.unwrap();
-    assert_eq!(record.stage, Stage::Cancelled);
+    assert_eq!(record.status, TaskStatus::Cancelled);
     let message = record.message.unwrap();
     assert!(
         message.contains("POST http://h/v1/notes -> 201"),
@@ -251,7 +257,7 @@ async fn an_ended_task_takes_no_answer_and_its_run_gets_none() {
     let (task, id) = asking(&tasks, &alice).await;
     let record = tasks.get(&id, &alice).await.unwrap();
     tasks
-        .change(&record, |task| task.stage = Stage::Failed)
+        .change(&record, |task| task.status = TaskStatus::Failed)
         .await
         .unwrap();
     let answers = [(
