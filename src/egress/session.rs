@@ -570,6 +570,13 @@ impl EgressSession {
         result
     }
 
+    /// `look` at the calls made so far, as they stand (a call in flight has neither a status
+    /// nor an error), and how many more were not listed; without copying them.
+    pub fn with_calls<R>(&self, look: impl FnOnce(&[CallRecord], usize) -> R) -> R {
+        let log = lock(&self.state.log);
+        look(&log.records, log.dropped)
+    }
+
     /// The calls made so far, in order, and how many more were not listed. A call still in
     /// flight is listed as [`UNFINISHED`]: it was sent, and the provider may have acted on it.
     pub fn calls(&self) -> (Vec<CallRecord>, usize) {

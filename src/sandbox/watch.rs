@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::egress::{EgressSession, UNFINISHED};
+use crate::egress::{CallRecord, EgressSession};
 use crate::lock::lock;
 
 /// Writes a progress lists, at most (the last ones).
@@ -48,29 +48,33 @@ impl Watch {
         let Some(session) = lock(&self.session).clone() else {
             return Progress::default();
         };
-        let (records, dropped) = session.calls();
         let read = |method: &str| matches!(method, "GET" | "HEAD");
-        let mut writes: Vec<String> = records
-            .iter()
-            .filter(|r| !read(&r.method))
-            .filter(|r| r.status.is_some() || r.error.as_deref() == Some(UNFINISHED))
-            .filter(|r| !r.planned())
-            .map(|r| match r.status {
-                Some(status) => format!("{} {} -> {status}", r.method, r.url),
-                None => format!("{} {} (no answer yet)", r.method, r.url),
-            })
-            .collect();
-        let writes_sent = writes.len();
-        if writes.len() > MAX_WRITES {
-            writes.drain(..writes.len() - MAX_WRITES);
-        }
-        Progress {
-            requests: records.len() + dropped,
-            reads: records
+        // Looked at in place, once a second: a task may log thousands of writes.
+        let (requests, reads, writes_sent, mut writes) = session.with_calls(|records, dropped| {
+            let left = |r: &&CallRecord| {
+                !read(&r.method) && !r.planned() && (r.status.is_some() || r.error.is_none())
+            };
+            let writes: Vec<String> = records
+                .iter()
+                .filter(left)
+                .rev()
+                .take(MAX_WRITES)
+                .map(|r| match r.status {
+                    Some(status) => format!("{} {} -> {status}", r.method, r.url),
+                    None => format!("{} {} (no answer yet)", r.method, r.url),
+                })
+                .collect();
+            let reads = records
                 .iter()
                 .filter(|r| read(&r.method) && r.status.is_some())
-                .count()
-                + dropped,
+                .count();
+            let sent = records.iter().filter(left).count();
+            (records.len() + dropped, reads + dropped, sent, writes)
+        });
+        writes.reverse();
+        Progress {
+            requests,
+            reads,
             writes,
             writes_sent,
             console: session.console_line(),
